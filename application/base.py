@@ -1,0 +1,100 @@
+"""The ledger application: one method per use case. Each loads aggregates, calls one command on each, and
+saves them together in one atomic recording; a version conflict (another request changed one of them
+first) reruns the whole use case, which is safe because nothing was recorded."""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import JSONTranscoder, RecordConflictError
+
+from application.ports import AddressBook, Clock, PriceSource, SystemClock
+from application.settings import Settings
+from application.transcodings import register_value_objects
+from domain.account import Account
+from domain.customer import Customer
+from domain.errors import AccountNotFound, CustomerNotFound, DomainError, TransactionNotFound
+from domain.transaction import Transaction
+
+T = TypeVar("T")
+A = TypeVar("A")
+MAX_ATTEMPTS = 200
+
+
+class ConcurrencyExhausted(DomainError):
+    code = "concurrent_update"
+    title = "Too many concurrent updates"
+
+
+class LedgerBase(Application):
+    """Plumbing shared by the use cases: transcodings, loading by business key, retries."""
+
+    name = "Ledger"
+    conflicts = RecordConflictError
+
+    def __init__(
+        self,
+        settings: Settings,
+        prices: PriceSource,
+        addresses: AddressBook,
+        clock: Clock | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.prices = prices
+        self.addresses = addresses
+        self.clock = clock or SystemClock()
+        super().__init__(env)
+
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
+        super().register_transcodings(transcoder)
+        register_value_objects(transcoder)
+
+    def retrying(self, use_case: Callable[[], T]) -> T:
+        """Runs `use_case` again when its save lost a race on an aggregate version."""
+        for attempt in range(MAX_ATTEMPTS):
+            try:
+                return use_case()
+            except RecordConflictError:
+                time.sleep(random.uniform(0, min(0.05, 0.0005 * 2 ** min(attempt, 10))))
+        raise ConcurrencyExhausted(
+            f"the request lost {MAX_ATTEMPTS} races with concurrent requests; try again"
+        )
+
+    def find(self, aggregate_id: UUID) -> Any | None:
+        try:
+            return self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+
+    def get_or_create(self, aggregate_id: UUID, create: Callable[[], A]) -> A:
+        found = self.find(aggregate_id)
+        return found if found is not None else create()
+
+    def customer(self, partner: str, code: str) -> Customer:
+        customer = self.find(Customer.create_id(partner, code))
+        if customer is None:
+            raise CustomerNotFound(f"no customer with customerCode {code!r}")
+        return customer
+
+    def account(self, partner: str, code: str) -> Account:
+        account = self.find(Account.create_id(partner, code))
+        if account is None:
+            raise AccountNotFound(f"no account with accountCode {code!r}")
+        return account
+
+    def transaction(self, partner: str, code: str) -> Transaction:
+        transaction = self.find(Transaction.create_id(partner, code))
+        if transaction is None:
+            raise TransactionNotFound(f"no transaction with code {code!r}")
+        return transaction
+
+    @staticmethod
+    def new_transaction_code() -> str:
+        return "TX" + secrets.token_hex(8).upper()

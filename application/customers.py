@@ -1,0 +1,145 @@
+"""Use cases of customers and their accounts, and of their trust-level limits."""
+
+from __future__ import annotations
+
+from application.base import LedgerBase
+from application.commands import LimitUsage
+from domain.account import Account, account_code_for
+from domain.customer import Customer, CustomerStatus
+from domain.deposits import AddressPool
+from domain.errors import (
+    CryptoAddressInvalid,
+    CryptoCodeRequired,
+    CustomerAlreadyExists,
+    TrustLevelUnknown,
+    ValidationFailed,
+)
+from domain.limits import PERIODS, LimitWindow, period_key
+
+
+class Customers(LedgerBase):
+    def register_customer(
+        self,
+        partner: str,
+        code: str,
+        trust_level: str,
+        status: str | None = None,
+        currency: str | None = None,
+        portfolio: str | None = None,
+    ) -> Customer:
+        self._check_trust_level(trust_level)
+        status = status or CustomerStatus.NEW
+        if status not in set(CustomerStatus):
+            raise ValidationFailed(f"status must be NEW or ACTIVE, got {status!r}")
+        if currency is not None and currency not in self.settings.currencies:
+            known = ", ".join(sorted(self.settings.currencies))
+            raise ValidationFailed(f"currencyCode {currency!r} is not supported; supported: {known}")
+        if self.find(Customer.create_id(partner, code)) is not None:
+            raise CustomerAlreadyExists(f"a customer with customerCode {code!r} already exists")
+        customer = Customer(
+            partner=partner,
+            code=code,
+            trust_level=trust_level,
+            status=CustomerStatus(status),
+            currency=currency,
+            portfolio=portfolio,
+            at=self.clock.now(),
+        )
+        try:
+            self.save(customer)
+        except self.conflicts:
+            raise CustomerAlreadyExists(f"a customer with customerCode {code!r} already exists") from None
+        return customer
+
+    def activate_customer(self, partner: str, code: str, status: str) -> Customer:
+        if status != CustomerStatus.ACTIVE:
+            raise ValidationFailed(f"status must be ACTIVE to activate a customer, got {status!r}")
+
+        def activate() -> Customer:
+            customer = self.customer(partner, code)
+            customer.activate(self.clock.now())
+            self.save(customer)
+            return customer
+
+        return self.retrying(activate)
+
+    def open_account(
+        self, partner: str, customer_code: str, customer_address: str, crypto: str | None = None
+    ) -> tuple[Account, bool]:
+        """The account for this address; `True` when it was opened now, `False` when it existed."""
+        crypto = self._crypto_of(customer_address, crypto)
+        code = account_code_for(partner, customer_code, crypto, customer_address)
+
+        def open_() -> tuple[Account, bool]:
+            customer = self.customer(partner, customer_code)
+            existing = self.find(Account.create_id(partner, code))
+            if existing is not None:
+                return existing, False
+            pool = self.get_or_create(AddressPool.create_id(crypto), lambda: AddressPool(crypto))
+            deposit = self.addresses.derive(crypto, pool.allocate(f"account:{partner}:{code}"))
+            now = self.clock.now()
+            account = Account(
+                partner=partner,
+                code=code,
+                customer_code=customer_code,
+                crypto=crypto,
+                customer_address=customer_address,
+                deposit_address=deposit.address,
+                deposit_path=deposit.path,
+                at=now,
+            )
+            customer.link_account(code, now)
+            self.save(account, customer, pool)
+            return account, True
+
+        return self.retrying(open_)
+
+    def limits(self, partner: str, customer_code: str) -> list[LimitUsage]:
+        customer = self.customer(partner, customer_code)
+        level = self.settings.trust_levels[customer.trust_level]
+        now = self.clock.now()
+        usages = []
+        for direction in ("buy", "sell"):
+            for period in PERIODS:
+                key = period_key(period, now)
+                window = self.find(LimitWindow.create_id(partner, customer_code, direction, key))
+                limit = level.limit(direction, period)
+                used = window.used if window else 0
+                usages.append(
+                    LimitUsage(
+                        direction=direction,
+                        period=period,
+                        key=key,
+                        currency=self.settings.base_currency,
+                        limit=limit,
+                        used=used,
+                        remaining=max(limit - used, 0),
+                    )
+                )
+        return usages
+
+    def _check_trust_level(self, trust_level: str) -> None:
+        if trust_level not in self.settings.trust_levels:
+            known = ", ".join(sorted(self.settings.trust_levels))
+            raise TrustLevelUnknown(f"trustLevel {trust_level!r} is not defined; known: {known}")
+
+    def _crypto_of(self, address: str, crypto: str | None) -> str:
+        """The crypto-currency of a customer's address: as given (and checked), or detected."""
+        if crypto is not None:
+            if crypto not in self.settings.cryptos:
+                known = ", ".join(sorted(self.settings.cryptos))
+                raise ValidationFailed(f"dcCode {crypto!r} is not supported; supported: {known}")
+            if not self.addresses.is_valid(crypto, address):
+                raise CryptoAddressInvalid(f"{address!r} is not a valid {crypto} address")
+            return crypto
+        candidates = self.addresses.cryptos_for(address)
+        if not candidates:
+            raise CryptoAddressInvalid(
+                f"{address!r} is not a valid address of any supported crypto-currency "
+                f"({', '.join(sorted(self.settings.cryptos))})"
+            )
+        if len(candidates) > 1:
+            raise CryptoCodeRequired(
+                f"{address!r} is valid for {', '.join(candidates)}; give dcCode to choose one"
+            )
+        return candidates[0]

@@ -1,0 +1,20 @@
+"""`Ledger`: the application the interface talks to, one method per use case."""
+
+from __future__ import annotations
+
+from application.customers import Customers
+from application.settlement import Settlement
+from domain.errors import CurrencyNotFound
+from domain.pricing import Price
+
+
+class Ledger(Settlement, Customers):
+    """Customers and accounts (`Customers`), buys and sells (`Trading`), chain reports, payouts and
+    expiry (`Settlement`), prices. Everything the ledger decides is recorded as domain events."""
+
+    def price_list(self, currency: str) -> dict[str, Price]:
+        """Buy and sell prices of every crypto-currency in one fiat currency."""
+        if currency not in self.settings.currencies:
+            known = ", ".join(sorted(self.settings.currencies))
+            raise CurrencyNotFound(f"no prices in {currency!r}; supported currencies: {known}")
+        return {crypto: self.prices.price(crypto, currency) for crypto in self.settings.cryptos}

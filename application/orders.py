@@ -1,0 +1,137 @@
+"""The order desk: turns a buy or sell request into a priced `Order`, checking every reference against
+the settings. It reads no aggregate and writes nothing, so simulate and create share it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from application.commands import BuyRequest, SellRequest
+from application.ports import PriceSource
+from application.settings import Direction, PaymentMethod, Settings
+from domain.errors import (
+    AmountChoiceInvalid,
+    CryptoUnknown,
+    CurrencyUnknown,
+    PaymentMethodMismatch,
+    PaymentMethodUnknown,
+)
+from domain.money import multiply
+from domain.pricing import (
+    Terms,
+    quote_buy,
+    quote_sell_for_payout,
+    quote_sell_of_crypto,
+)
+from domain.transaction import Order, TransactionType
+
+
+class OrderDesk:
+    def __init__(self, settings: Settings, prices: PriceSource) -> None:
+        self.settings = settings
+        self.prices = prices
+
+    def buy_order(self, partner: str, code: str, request: BuyRequest, account_code: str | None) -> Order:
+        method = self.payment_method(request.payment_method, Direction.BUY, request.currency)
+        terms = self.terms(method, request.crypto, request.currency)
+        market = self.prices.price(request.crypto, request.currency).buy
+        quote = quote_buy(terms, market, request.fiat_value, request.requested_price)
+        return Order(
+            partner=partner,
+            code=code,
+            type=TransactionType.BUY,
+            customer_code=request.customer_code,
+            account_code=account_code,
+            crypto=request.crypto,
+            currency=request.currency,
+            payment_method=request.payment_method,
+            destination_address=request.destination_address,
+            quote=quote,
+            limit_amount=self.in_base_currency(quote.fiat_value, request.currency),
+            bank_account_number=request.bank_account_number,
+            callback_url=request.callback_url,
+            blockchain_message=request.blockchain_message,
+            payment_reference=request.payment_reference,
+            data=dict(request.data),
+        )
+
+    def sell_order(
+        self, partner: str, code: str, request: SellRequest, deposit: tuple[str, str] | None
+    ) -> Order:
+        """`deposit` is the (address, path) the customer pays to; None for a simulation."""
+        method = self.payment_method(request.payment_method, Direction.SELL, request.currency)
+        terms = self.terms(method, request.crypto, request.currency)
+        if (request.fiat_value is None) == (request.crypto_amount is None):
+            raise AmountChoiceInvalid(
+                "give exactly one of fiatValue (the payout wanted) and cryptoAmount (the crypto to "
+                "sell), not both and not neither"
+            )
+        market = self.prices.price(request.crypto, request.currency).sell
+        if request.fiat_value is not None:
+            quote = quote_sell_for_payout(terms, market, request.fiat_value, request.requested_price)
+        else:
+            quote = quote_sell_of_crypto(terms, market, request.crypto_amount, request.requested_price)
+        address, path = deposit if deposit else ("", None)
+        return Order(
+            partner=partner,
+            code=code,
+            type=TransactionType.SELL,
+            customer_code=request.customer_code,
+            account_code=request.account_code,
+            crypto=request.crypto,
+            currency=request.currency,
+            payment_method=request.payment_method,
+            destination_address=address,
+            quote=quote,
+            limit_amount=self.in_base_currency(quote.fiat_value, request.currency),
+            callback_url=request.callback_url,
+            payment_reference=request.payment_reference,
+            data=dict(request.data),
+            deposit_path=path,
+        )
+
+    def payment_method(self, code: str, direction: Direction, currency: str) -> PaymentMethod:
+        method = self.settings.payment_methods.get(code)
+        if method is None:
+            known = ", ".join(sorted(self.settings.payment_methods))
+            raise PaymentMethodUnknown(f"paymentMethodCode {code!r} is not defined; known: {known}")
+        self.currency(currency)
+        if method.direction != direction:
+            raise PaymentMethodMismatch(
+                f"payment method {code} is for {method.direction}s, not for {direction}s"
+            )
+        if method.currency != currency:
+            raise PaymentMethodMismatch(
+                f"payment method {code} pays in {method.currency}, but currencyCode is {currency}"
+            )
+        return method
+
+    def currency(self, code: str) -> None:
+        if code not in self.settings.currencies:
+            known = ", ".join(sorted(self.settings.currencies))
+            raise CurrencyUnknown(f"currencyCode {code!r} is not supported; supported: {known}")
+
+    def crypto(self, code: str) -> None:
+        if code not in self.settings.cryptos:
+            known = ", ".join(sorted(self.settings.cryptos))
+            raise CryptoUnknown(f"cryptoCode {code!r} is not supported; supported: {known}")
+
+    def terms(self, method: PaymentMethod, crypto: str, currency: str) -> Terms:
+        self.crypto(crypto)
+        return Terms(
+            fiat=self.settings.fiat(currency),
+            crypto=self.settings.crypto_asset(crypto),
+            fee_rate=method.fee_rate,
+            bank_fee=method.bank_fee,
+            network_fee=self.settings.cryptos[crypto].network_fee,
+            wiggle_up=method.wiggle_up(),
+            wiggle_down=method.wiggle_down(),
+        )
+
+    def in_base_currency(self, amount: Decimal, currency: str) -> Decimal:
+        rate = self.settings.currencies[currency].rate_to_base
+        return self.settings.fiat(self.settings.base_currency).nearest(multiply(amount, rate))
+
+    def valid_until(self, payment_method: str, at: datetime) -> datetime:
+        minutes = self.settings.payment_methods[payment_method].validity_minutes
+        return at + timedelta(minutes=minutes)

@@ -1,0 +1,179 @@
+"""Use cases of buying and selling: simulate, create, commit."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from application.base import LedgerBase
+from application.commands import BuyRequest, SellRequest
+from application.orders import OrderDesk
+from domain.account import Account, account_code_for
+from domain.customer import Customer
+from domain.deposits import AddressPool, DepositAddress
+from domain.errors import (
+    AccountNotOfCustomer,
+    CryptoAddressInvalid,
+    CustomerNotActive,
+    TransactionExpired,
+    ValidationFailed,
+)
+from domain.limits import PERIODS, LimitWindow, period_key
+from domain.transaction import Order, Transaction
+
+
+class Trading(LedgerBase):
+    @property
+    def desk(self) -> OrderDesk:
+        return OrderDesk(self.settings, self.prices)
+
+    def simulate_buy(self, partner: str, request: BuyRequest) -> Order:
+        account = self._buy_account(partner, request)
+        return self.desk.buy_order(partner, self.new_transaction_code(), request, account)
+
+    def create_buy(self, partner: str, request: BuyRequest, stage: bool) -> Transaction:
+        code = self.new_transaction_code()
+
+        def create() -> Transaction:
+            customer = self._active_customer(partner, request.customer_code)
+            account = self._buy_account(partner, request)
+            order = self.desk.buy_order(partner, code, request, account)
+            now = self.clock.now()
+            valid_until = self.desk.valid_until(order.payment_method, now)
+            transaction = Transaction.stage_buy(order, now, valid_until)
+            if not stage:
+                transaction.commit(now)
+            windows = self._reserve_limits(customer, "buy", order, now)
+            self.save(transaction, *windows)
+            return transaction
+
+        return self.retrying(create)
+
+    def commit(self, partner: str, code: str) -> Transaction:
+        def commit_() -> Transaction:
+            transaction = self.transaction(partner, code)
+            now = self.clock.now()
+            try:
+                transaction.commit(now)
+            except TransactionExpired:
+                transaction.expire(now)
+                self.save(transaction, *self._release_limits(transaction))
+                raise
+            self.save(transaction)
+            return transaction
+
+        return self.retrying(commit_)
+
+    def simulate_sell(self, partner: str, request: SellRequest) -> Order:
+        self._sell_account(partner, request)
+        return self.desk.sell_order(partner, self.new_transaction_code(), request, None)
+
+    def create_sell(self, partner: str, request: SellRequest) -> Transaction:
+        code = self.new_transaction_code()
+
+        def create() -> Transaction:
+            customer = self._active_customer(partner, request.customer_code)
+            self._sell_account(partner, request)
+            self.desk.sell_order(partner, code, request, None)  # refuses a bad request first
+            pool = self.get_or_create(
+                AddressPool.create_id(request.crypto), lambda: AddressPool(request.crypto)
+            )
+            deposit = self.addresses.derive(request.crypto, pool.allocate(f"sell:{partner}:{code}"))
+            order = self.desk.sell_order(partner, code, request, (deposit.address, deposit.path))
+            now = self.clock.now()
+            transaction = Transaction.initiate_sell(
+                order, now, self.desk.valid_until(order.payment_method, now)
+            )
+            address = DepositAddress(
+                crypto=order.crypto,
+                address=deposit.address,
+                path=deposit.path,
+                partner=partner,
+                transaction_code=code,
+                at=now,
+            )
+            windows = self._reserve_limits(customer, "sell", order, now)
+            self.save(transaction, address, pool, *windows)
+            return transaction
+
+        return self.retrying(create)
+
+    def _active_customer(self, partner: str, code: str) -> Customer:
+        customer = self.customer(partner, code)
+        if not customer.is_active:
+            raise CustomerNotActive(
+                f"customer {code} is {customer.status}; activate it with PUT /customer/{code} first"
+            )
+        return customer
+
+    def _buy_account(self, partner: str, request: BuyRequest) -> str:
+        """The account of a buy: the one named, or the customer's account for the destination."""
+        self.desk.crypto(request.crypto)
+        if not self.addresses.is_valid(request.crypto, request.destination_address):
+            raise CryptoAddressInvalid(
+                f"destinationAddress {request.destination_address!r} is not a valid {request.crypto} address"
+            )
+        code = request.account_code or account_code_for(
+            partner, request.customer_code, request.crypto, request.destination_address
+        )
+        account = self.find(Account.create_id(partner, code))
+        if account is None and request.account_code is None:
+            self.customer(partner, request.customer_code)
+            raise ValidationFailed(
+                "accountCode is required: no account of this customer has destinationAddress "
+                f"{request.destination_address} as its address; open one with "
+                f"POST /customer/{request.customer_code}/accounts or give accountCode"
+            )
+        self._check_account(partner, account or self.account(partner, code), request)
+        return code
+
+    def _sell_account(self, partner: str, request: SellRequest) -> Account:
+        self.desk.crypto(request.crypto)
+        account = self.account(partner, request.account_code)
+        self._check_account(partner, account, request)
+        return account
+
+    def _check_account(self, partner: str, account: Account, request: BuyRequest | SellRequest) -> None:
+        self.customer(partner, request.customer_code)
+        if account.customer_code != request.customer_code:
+            raise AccountNotOfCustomer(
+                f"account {account.code} belongs to another customer than {request.customer_code}"
+            )
+        if account.crypto != request.crypto:
+            raise ValidationFailed(
+                f"account {account.code} holds {account.crypto}, but cryptoCode is {request.crypto}"
+            )
+
+    def _reserve_limits(
+        self, customer: Customer, direction: str, order: Order, at: datetime
+    ) -> list[LimitWindow]:
+        level = self.settings.trust_levels[customer.trust_level]
+        windows = []
+        for period in PERIODS:
+            window = self._window(customer.partner, customer.code, direction, period, at)
+            window.reserve(
+                order.code,
+                order.limit_amount,
+                level.limit(direction, period),
+                self.settings.base_currency,
+            )
+            windows.append(window)
+        return windows
+
+    def _release_limits(self, transaction: Transaction) -> list[LimitWindow]:
+        order = transaction.order
+        direction = "buy" if order.type == "BROKERBUY" else "sell"
+        windows = []
+        for period in PERIODS:
+            window = self._window(order.partner, order.customer_code, direction, period, transaction.created)
+            window.release(order.code)
+            windows.append(window)
+        return windows
+
+    def _window(
+        self, partner: str, customer_code: str, direction: str, period: str, at: datetime
+    ) -> LimitWindow:
+        key = period_key(period, at)
+        return self.get_or_create(
+            LimitWindow.create_id(partner, customer_code, direction, key),
+            lambda: LimitWindow(partner, customer_code, direction, period, key),
+        )

@@ -1,0 +1,1 @@
+"""The domain: customers, accounts, transactions, limits and money. Pure Python, no I/O."""

@@ -1,0 +1,130 @@
+"""Named domain errors: one class and one stable code per rule.
+
+The domain says what kind of refusal an error is, never how a transport reports it: the interface maps the
+kind to an HTTP status.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Refusal(StrEnum):
+    INVALID = "invalid"  # the request breaks a rule about its own content
+    NOT_FOUND = "not_found"  # a named object does not exist (for this partner)
+    CONFLICT = "conflict"  # the object exists, or its state does not allow the command
+    UNAVAILABLE = "unavailable"  # a dependency (such as the price source) cannot answer now
+
+
+class DomainError(Exception):
+    """A command was refused. `code` is stable; `errors` lists one human-readable line per problem."""
+
+    code = "domain_error"
+    kind = Refusal.INVALID
+    title = "The request was refused"
+
+    def __init__(self, detail: str, errors: list[str] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = errors if errors is not None else [detail]
+
+
+def _error(name: str, code: str, kind: Refusal, title: str) -> type[DomainError]:
+    return type(name, (DomainError,), {"code": code, "kind": kind, "title": title})
+
+
+ValidationFailed = _error("ValidationFailed", "validation_failed", Refusal.INVALID, "Invalid request")
+CustomerNotFound = _error("CustomerNotFound", "customer_not_found", Refusal.NOT_FOUND, "Customer not found")
+CustomerAlreadyExists = _error(
+    "CustomerAlreadyExists", "customer_already_exists", Refusal.CONFLICT, "Customer already exists"
+)
+CustomerNotActive = _error(
+    "CustomerNotActive", "customer_not_active", Refusal.INVALID, "Customer is not active"
+)
+TrustLevelUnknown = _error("TrustLevelUnknown", "trust_level_unknown", Refusal.INVALID, "Unknown trust level")
+TrustLevelLimitExceeded = _error(
+    "TrustLevelLimitExceeded",
+    "trust_level_limit_exceeded",
+    Refusal.INVALID,
+    "Trust level limit exceeded",
+)
+AccountNotFound = _error("AccountNotFound", "account_not_found", Refusal.NOT_FOUND, "Account not found")
+AccountNotOfCustomer = _error(
+    "AccountNotOfCustomer",
+    "account_not_of_customer",
+    Refusal.INVALID,
+    "Account belongs to another customer",
+)
+CryptoAddressInvalid = _error(
+    "CryptoAddressInvalid", "crypto_address_invalid", Refusal.INVALID, "Invalid crypto address"
+)
+CryptoCodeRequired = _error(
+    "CryptoCodeRequired", "crypto_code_required", Refusal.INVALID, "Crypto-currency code required"
+)
+CryptoUnknown = _error("CryptoUnknown", "crypto_currency_unknown", Refusal.INVALID, "Unknown crypto-currency")
+CurrencyUnknown = _error("CurrencyUnknown", "currency_unknown", Refusal.INVALID, "Unknown currency")
+CurrencyNotFound = _error("CurrencyNotFound", "currency_not_found", Refusal.NOT_FOUND, "Unknown currency")
+PaymentMethodUnknown = _error(
+    "PaymentMethodUnknown", "payment_method_unknown", Refusal.INVALID, "Unknown payment method"
+)
+PaymentMethodMismatch = _error(
+    "PaymentMethodMismatch",
+    "payment_method_mismatch",
+    Refusal.INVALID,
+    "Payment method does not fit the transaction",
+)
+AmountNotPositive = _error(
+    "AmountNotPositive", "amount_not_positive", Refusal.INVALID, "Amount must be positive"
+)
+AmountTooPrecise = _error(
+    "AmountTooPrecise", "amount_too_precise", Refusal.INVALID, "Amount has too many decimals"
+)
+AmountTooSmall = _error(
+    "AmountTooSmall", "amount_below_fees", Refusal.INVALID, "Amount does not cover the fees"
+)
+AmountChoiceInvalid = _error(
+    "AmountChoiceInvalid",
+    "fiat_value_or_crypto_amount_required",
+    Refusal.INVALID,
+    "Give exactly one of fiatValue and cryptoAmount",
+)
+RequestedPriceOutsideWiggleRoom = _error(
+    "RequestedPriceOutsideWiggleRoom",
+    "requested_price_outside_wiggle_room",
+    Refusal.INVALID,
+    "Requested price outside the wiggle room",
+)
+TransactionNotFound = _error(
+    "TransactionNotFound", "transaction_not_found", Refusal.NOT_FOUND, "Transaction not found"
+)
+TransactionNotStaged = _error(
+    "TransactionNotStaged", "transaction_not_staged", Refusal.CONFLICT, "Transaction is not staged"
+)
+TransactionExpired = _error(
+    "TransactionExpired", "transaction_expired", Refusal.CONFLICT, "Transaction has expired"
+)
+InvalidStateTransition = _error(
+    "InvalidStateTransition",
+    "invalid_state_transition",
+    Refusal.CONFLICT,
+    "Invalid state transition",
+)
+PayoutsFeatureDisabled = _error(
+    "PayoutsFeatureDisabled",
+    "payouts_feature_disabled",
+    Refusal.CONFLICT,
+    "Payouts feature disabled",
+)
+DepositAddressUnknown = _error(
+    "DepositAddressUnknown",
+    "deposit_address_unknown",
+    Refusal.NOT_FOUND,
+    "Deposit address not found",
+)
+ChainReportConflict = _error(
+    "ChainReportConflict",
+    "chain_report_conflict",
+    Refusal.CONFLICT,
+    "Chain report conflicts with an earlier one",
+)
+PriceUnavailable = _error("PriceUnavailable", "price_unavailable", Refusal.UNAVAILABLE, "Price unavailable")

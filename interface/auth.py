@@ -1,0 +1,248 @@
+"""Access tokens: signed JWTs for OAuth2 client credentials, and a limiter for failed attempts.
+
+The algorithm is fixed to HS256, both when signing and when verifying, so a token cannot choose how
+it is checked (`alg: none`, HS512, or an RS256 header meant to confuse keys are all refused). `iss`,
+`aud` and `exp` are required; times are checked against the injected clock, with a few seconds of
+leeway for clock skew.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+
+from application.credentials import ClientRecord
+from application.ports import Clock
+from application.settings import TokenSettings
+
+ALGORITHM = "HS256"
+LEEWAY_SECONDS = 5
+REQUIRED_CLAIMS = ["iss", "aud", "sub", "partner", "roles", "iat", "exp", "jti"]
+
+
+class InvalidToken(Exception):
+    """The bearer token is missing, malformed, forged, expired or meant for someone else."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class InvalidScope(Exception):
+    """The requested scope names roles the client does not hold."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, kw_only=True)
+class IssuedToken:
+    access_token: str
+    token_type: str = "Bearer"
+    expires_in: int
+    scope: str
+
+
+@dataclass(frozen=True)
+class Principal:
+    client_id: str
+    partner: str
+    roles: frozenset[str]
+
+
+_REASONS: list[tuple[type[jwt.PyJWTError], str]] = [
+    (jwt.InvalidAlgorithmError, "the token is not signed with the expected algorithm"),
+    (jwt.InvalidSignatureError, "the token signature is not valid"),
+    (jwt.ExpiredSignatureError, "the token has expired"),
+    (jwt.InvalidAudienceError, "the token is meant for another audience"),
+    (jwt.InvalidIssuerError, "the token was issued by someone else"),
+    (jwt.DecodeError, "the token is not a well-formed JWT"),
+]
+
+
+def _reason(error: jwt.PyJWTError) -> str:
+    if isinstance(error, jwt.MissingRequiredClaimError):
+        return f"the token has no {error.claim!r} claim"
+    for kind, reason in _REASONS:
+        if isinstance(error, kind):
+            return reason
+    return f"the token is not valid: {error}"
+
+
+class TokenService:
+    def __init__(
+        self,
+        settings: TokenSettings,
+        signing_key: bytes,
+        clock: Clock,
+        *,
+        leeway_seconds: int = LEEWAY_SECONDS,
+    ) -> None:
+        self._settings = settings
+        self._key = signing_key
+        self._clock = clock
+        self._leeway = leeway_seconds
+
+    def issue(self, client: ClientRecord, scope: str | None = None) -> IssuedToken:
+        """A token for `client` with the roles named in `scope` (space-separated), default all."""
+        roles = self._granted_roles(client, scope)
+        now = int(self._clock.now().timestamp())
+        lifetime = self._settings.lifetime_seconds
+        claims = {
+            "iss": self._settings.issuer,
+            "aud": self._settings.audience,
+            "sub": client.client_id,
+            "partner": client.partner,
+            "roles": sorted(roles),
+            "iat": now,
+            "exp": now + lifetime,
+            "jti": secrets.token_urlsafe(16),
+        }
+        token = jwt.encode(claims, self._key, algorithm=ALGORITHM)
+        return IssuedToken(access_token=token, expires_in=lifetime, scope=" ".join(sorted(roles)))
+
+    def verify(self, token: str) -> Principal:
+        """The principal the token speaks for; `InvalidToken` if it cannot be trusted."""
+        try:
+            claims = jwt.decode(
+                token,
+                self._key,
+                algorithms=[ALGORITHM],
+                audience=self._settings.audience,
+                issuer=self._settings.issuer,
+                # Times are checked below against our clock, not the library's.
+                options={
+                    "require": REQUIRED_CLAIMS,
+                    "verify_exp": False,
+                    "verify_iat": False,
+                    "verify_nbf": False,
+                    "strict_aud": True,
+                },
+            )
+        except jwt.PyJWTError as error:
+            raise InvalidToken(_reason(error)) from None
+        self._check_times(claims)
+        return _principal(claims)
+
+    def _check_times(self, claims: dict[str, Any]) -> None:
+        exp, iat = claims["exp"], claims["iat"]
+        if not all(_is_number(value) for value in (exp, iat)):
+            raise InvalidToken("the token's 'exp' and 'iat' claims must be numbers")
+        now = self._clock.now().timestamp()
+        if exp <= now - self._leeway:
+            raise InvalidToken("the token has expired")
+        if iat > now + self._leeway:
+            raise InvalidToken("the token was issued in the future")
+
+    @staticmethod
+    def _granted_roles(client: ClientRecord, scope: str | None) -> frozenset[str]:
+        if scope is None or not scope.strip():
+            return client.roles
+        requested = frozenset(scope.split())
+        extra = requested - client.roles
+        if extra:
+            raise InvalidScope(
+                f"client {client.client_id!r} does not hold the role(s) {', '.join(sorted(extra))}"
+            )
+        return requested
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _principal(claims: dict[str, Any]) -> Principal:
+    sub, partner, roles = claims["sub"], claims["partner"], claims["roles"]
+    if not isinstance(sub, str) or not isinstance(partner, str):
+        raise InvalidToken("the token's 'sub' and 'partner' claims must be strings")
+    if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
+        raise InvalidToken("the token's 'roles' claim must be a list of strings")
+    return Principal(client_id=sub, partner=partner, roles=frozenset(roles))
+
+
+def parse_bearer(header_value: str | None) -> str:
+    """The token of an `Authorization: Bearer <token>` header value."""
+    if header_value is None or not header_value.strip():
+        raise InvalidToken("the Authorization header is missing")
+    parts = header_value.split()
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        raise InvalidToken("the Authorization header must be 'Bearer <token>'")
+    return parts[1]
+
+
+class FailedAttempts:
+    """Failed authentication attempts per key (client id and remote address), in a sliding window.
+
+    Once `limit` failures fall inside the last `window_seconds`, `check` answers how many seconds
+    to wait. In memory and per process; thread-safe.
+    """
+
+    MAX_KEYS = 10_000
+
+    def __init__(
+        self,
+        limit: int = 10,
+        window_seconds: float = 60,
+        *,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.window = window_seconds
+        self._now = now
+        self._failures: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(client_id: str, remote_address: str | None) -> str:
+        return f"{client_id}\x00{remote_address or '-'}"
+
+    def check(self, key: str) -> int | None:
+        """Seconds to wait before trying again (for `Retry-After`), or None if allowed now."""
+        with self._lock:
+            now = self._now()
+            failures = self._recent(key, now)
+            if failures is None or len(failures) < self.limit:
+                return None
+            oldest_counted = failures[-self.limit]
+            return max(1, math.ceil(oldest_counted + self.window - now))
+
+    def record_failure(self, key: str) -> None:
+        with self._lock:
+            now = self._now()
+            failures = self._recent(key, now)
+            if failures is None:
+                if len(self._failures) >= self.MAX_KEYS:
+                    self._sweep(now)
+                failures = self._failures[key] = deque(maxlen=self.limit)
+            failures.append(now)
+
+    def clear(self, key: str) -> None:
+        """Forget the failures of `key`, e.g. after a successful attempt."""
+        with self._lock:
+            self._failures.pop(key, None)
+
+    def _recent(self, key: str, now: float) -> deque[float] | None:
+        failures = self._failures.get(key)
+        if failures is None:
+            return None
+        while failures and failures[0] <= now - self.window:
+            failures.popleft()
+        if not failures:
+            del self._failures[key]
+            return None
+        return failures
+
+    def _sweep(self, now: float) -> None:
+        for key in list(self._failures):
+            self._recent(key, now)
+        while len(self._failures) >= self.MAX_KEYS:  # still full: forget the oldest keys
+            del self._failures[next(iter(self._failures))]

@@ -1,0 +1,122 @@
+"""The `broker-ledger` console script.
+
+Commands live next to what they drive and are registered here by import path, so that each loads
+only when used:
+    app.command("interface.serve:serve", name="serve")
+    app.command("projections.cli:app", name="projections")
+A command returns its exit code: 0 for success, 2 for a problem the user can fix (said on stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+from cyclopts import App, Parameter
+
+from application.credentials import CredentialsError, load_or_create_credentials, var_dir
+from application.ports import SystemClock
+from application.settings import Settings, SettingsError, load_settings, settings_path
+from interface.auth import InvalidScope, TokenService
+
+USAGE_ERROR = 2
+
+app = App(
+    name="broker-ledger",
+    help="Broker Ledger: an event-sourced ledger for broker platforms trading crypto for fiat.",
+)
+settings_app = App(name="settings", help="Check the settings file.")
+app.command(settings_app)
+
+SettingsOption = Annotated[
+    Path | None,
+    Parameter(
+        name="--settings",
+        help="Settings file; default $BROKER_LEDGER_SETTINGS, else settings/demo.toml.",
+    ),
+]
+
+
+def fail(message: str) -> int:
+    print(message, file=sys.stderr)
+    return USAGE_ERROR
+
+
+def settings_or_none(path: Path | None) -> Settings | None:
+    """The settings at `path` (or the default), or None after printing each problem to stderr."""
+    try:
+        return load_settings(path or settings_path())
+    except SettingsError as error:
+        for problem in error.problems:
+            print(f"{error.source}: {problem}", file=sys.stderr)
+        return None
+
+
+@settings_app.command(name="check")
+def check_settings(*, file: Annotated[Path | None, Parameter(name=["--file", "--settings"])] = None) -> int:
+    """Load the settings, report every problem, or print a short summary.
+
+    Parameters
+    ----------
+    file
+        Settings file to check; default $BROKER_LEDGER_SETTINGS, else settings/demo.toml.
+    """
+    path = file or settings_path()
+    settings = settings_or_none(path)
+    if settings is None:
+        return USAGE_ERROR
+    clients = sum(len(partner.clients) for partner in settings.partners.values())
+    print(f"{path}: OK")
+    print(f"base currency:   {settings.base_currency}")
+    print(f"currencies:      {', '.join(sorted(settings.currencies))}")
+    print(f"cryptos:         {', '.join(sorted(settings.cryptos))}")
+    print(f"trust levels:    {', '.join(sorted(settings.trust_levels))}")
+    print(f"payment methods: {', '.join(sorted(settings.payment_methods))}")
+    print(f"partners:        {len(settings.partners)} ({', '.join(sorted(settings.partners))})")
+    print(f"clients:         {clients}")
+    print(f"price source:    {settings.price_source.kind}")
+    return 0
+
+
+@app.command(name="token")
+def token(*, client: str, scope: str | None = None, settings: SettingsOption = None) -> int:
+    """Print an access token for a configured client.
+
+    For curl: TOKEN=$(broker-ledger token --client demo-broker)
+
+    Parameters
+    ----------
+    client
+        Client id, as configured in a partner's clients in the settings.
+    scope
+        Space-separated roles to put in the token; default all roles of the client.
+    """
+    loaded = settings_or_none(settings)
+    if loaded is None:
+        return USAGE_ERROR
+    try:
+        credentials = load_or_create_credentials(loaded, var_dir())
+    except CredentialsError as error:
+        return fail(str(error))
+    record = credentials.client(client)
+    if record is None:
+        known = ", ".join(credentials.client_ids()) or "none"
+        return fail(f"unknown client {client!r}; configured clients: {known}")
+    service = TokenService(loaded.tokens, credentials.signing_key, SystemClock())
+    try:
+        issued = service.issue(record, scope)
+    except InvalidScope as error:
+        return fail(error.reason)
+    print(issued.access_token)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point; exits with the command's exit code."""
+    app(list(argv) if argv is not None else None)
+
+
+if __name__ == "__main__":
+    main()

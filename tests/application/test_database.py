@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from uuid import UUID
+
+import psycopg
+import pytest
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
+
+from application import database
+from application.database import (
+    ensure_schema,
+    eventsourcing_env,
+    resolve_database_url,
+    with_database,
+)
+
+
+class Note(Aggregate):
+    @event("Written")
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @event("Amended")
+    def amend(self, text: str) -> None:
+        self.text = text
+
+
+class Notebook(Application[UUID]):
+    def write(self, text: str) -> UUID:
+        note = Note(text)
+        self.save(note)
+        return note.id
+
+    def amend(self, note_id: UUID, text: str) -> None:
+        note: Note = self.repository.get(note_id)
+        note.amend(text)
+        self.save(note)
+
+    def read(self, note_id: UUID) -> str:
+        note: Note = self.repository.get(note_id)
+        return note.text
+
+
+def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypatch):
+    monkeypatch.delenv("BROKER_LEDGER_POOL_SIZE", raising=False)
+    env = eventsourcing_env("postgresql://broker:s%40cret@db.example:6543/ledger", "ledger")
+    assert env == {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "POSTGRES_DBNAME": "ledger",
+        "POSTGRES_HOST": "db.example",
+        "POSTGRES_PORT": "6543",
+        "POSTGRES_USER": "broker",
+        "POSTGRES_PASSWORD": "s@cret",
+        "POSTGRES_SCHEMA": "ledger",
+        "POSTGRES_POOL_SIZE": "10",
+        "POSTGRES_MAX_OVERFLOW": "10",
+        "POSTGRES_CONNECT_TIMEOUT": "5",
+        "POSTGRES_PRE_PING": "yes",
+    }
+
+
+def test_env_from_a_socket_url_uses_the_socket_directory_as_host(monkeypatch):
+    monkeypatch.setenv("BROKER_LEDGER_POOL_SIZE", "3")
+    monkeypatch.delenv("PGPORT", raising=False)
+    env = eventsourcing_env("postgresql://postgres:@/postgres?host=/tmp/bl-pg-x/pgdata", "t_1")
+    assert env["POSTGRES_HOST"] == "/tmp/bl-pg-x/pgdata"
+    assert env["POSTGRES_PORT"] == "5432"
+    assert env["POSTGRES_USER"] == "postgres"
+    assert env["POSTGRES_PASSWORD"] == ""
+    assert env["POSTGRES_DBNAME"] == "postgres"
+    assert env["POSTGRES_SCHEMA"] == "t_1"
+    assert env["POSTGRES_POOL_SIZE"] == "3"
+
+
+def test_a_pool_size_that_is_not_a_number_is_refused(monkeypatch):
+    monkeypatch.setenv("BROKER_LEDGER_POOL_SIZE", "many")
+    with pytest.raises(ValueError, match="BROKER_LEDGER_POOL_SIZE"):
+        eventsourcing_env("postgresql://u@h/d", "s")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://broker:s%40cret@db.example:6543/ledger",
+        "postgresql://postgres:@/postgres?host=/tmp/bl-pg-x/pgdata",
+        "postgresql://u@[::1]:5433/d?sslmode=disable",
+    ],
+)
+def test_with_database_changes_only_the_database(url):
+    before = psycopg.conninfo.conninfo_to_dict(url)
+    after = psycopg.conninfo.conninfo_to_dict(with_database(url, "other db"))
+    assert after == {**before, "dbname": "other db"}
+
+
+def test_database_url_from_the_environment_is_used_as_it_is(monkeypatch, tmp_path):
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u:p@h:1/d")
+    assert resolve_database_url(tmp_path) == "postgresql://u:p@h:1/d"
+    assert not (tmp_path / "pgdata").exists()
+
+
+def test_ensure_schema_twice_is_fine(database_url):
+    ensure_schema(database_url, "twice")
+    ensure_schema(database_url, "twice")
+    with psycopg.connect(database_url) as connection:
+        found = connection.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'twice'").fetchone()
+        connection.execute('DROP SCHEMA "twice"')
+    assert found == (1,)
+
+
+def test_an_application_saves_and_reloads_aggregates_through_postgres(postgres_env):
+    notebook = Notebook(env=postgres_env)
+    try:
+        note_id = notebook.write("first")
+        notebook.amend(note_id, "second")
+    finally:
+        notebook.close()
+
+    reopened = Notebook(env=postgres_env)
+    try:
+        assert reopened.read(note_id) == "second"
+        assert [n.id for n in reopened.notification_log.select(start=1, limit=10)] == [1, 2]
+    finally:
+        reopened.close()
+
+    with psycopg.connect(with_database_for(postgres_env)) as connection:
+        tables = connection.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            (postgres_env["POSTGRES_SCHEMA"],),
+        ).fetchall()
+    assert ("notebook_events",) in tables
+
+
+def with_database_for(env: dict[str, str]) -> str:
+    return psycopg.conninfo.make_conninfo(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=env["POSTGRES_PORT"],
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"],
+    )
+
+
+def test_without_database_url_an_embedded_server_is_started(monkeypatch, caplog):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    var_dir = Path(tempfile.mkdtemp(prefix="bl-v-", dir="/tmp")) / "var"
+    try:
+        with caplog.at_level(logging.INFO, logger=database.__name__):
+            url = resolve_database_url(var_dir)
+        assert (var_dir / "pgdata" / "PG_VERSION").exists()
+        assert "embedded" in caplog.text
+        assert resolve_database_url(var_dir) == url  # the running server is reused
+        with psycopg.connect(url, connect_timeout=5) as connection:
+            assert connection.execute("select 1").fetchone() == (1,)
+    finally:
+        database.stop_embedded_server()
+        shutil.rmtree(var_dir.parent, ignore_errors=True)

@@ -1,0 +1,231 @@
+"""Credentials kept in the var directory: generated once, reused, readable only by their owner."""
+
+from __future__ import annotations
+
+import base64
+import json
+import multiprocessing
+import stat
+from pathlib import Path
+
+import msgspec
+import pytest
+from argon2 import PasswordHasher
+
+from application.credentials import (
+    CREDENTIALS_FILE,
+    SECRETS_FILE,
+    TOKEN_KEY_ENV,
+    VAR_ENV,
+    Credentials,
+    CredentialsError,
+    load_or_create_credentials,
+    var_dir,
+)
+from application.settings import DEFAULT_SETTINGS, Client, Partner, Role, Settings, load_settings
+
+DEMO_CLIENTS = {"demo-broker", "demo-operator", "demo-auditor", "other-broker"}
+
+
+def fast_hasher() -> PasswordHasher:
+    return PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+
+
+@pytest.fixture(autouse=True)
+def no_token_key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TOKEN_KEY_ENV, raising=False)
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return load_settings(DEFAULT_SETTINGS)
+
+
+def start(settings: Settings, var: Path) -> Credentials:
+    return load_or_create_credentials(settings, var, hasher=fast_hasher())
+
+
+def secrets_in(var: Path) -> dict[str, str]:
+    lines = (var / SECRETS_FILE).read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines)
+
+
+def with_partner(settings: Settings, code: str, partner: Partner) -> Settings:
+    return msgspec.structs.replace(settings, partners={**settings.partners, code: partner})
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_first_start_generates_a_secret_for_each_client(settings: Settings, tmp_path: Path) -> None:
+    credentials = start(settings, tmp_path)
+
+    secrets = secrets_in(tmp_path)
+    assert set(secrets) == DEMO_CLIENTS
+    for client_id, secret in secrets.items():
+        assert credentials.verify_secret(client_id, secret) == credentials.client(client_id)
+    stored = json.loads((tmp_path / CREDENTIALS_FILE).read_text())
+    assert set(stored["clients"]) == DEMO_CLIENTS
+    assert all(entry["secret_hash"].startswith("$argon2id$") for entry in stored["clients"].values())
+    assert not any(secret in (tmp_path / CREDENTIALS_FILE).read_text() for secret in secrets.values())
+
+
+def test_generated_files_are_readable_by_their_owner_only(settings: Settings, tmp_path: Path) -> None:
+    start(settings, tmp_path / "var")
+
+    assert mode(tmp_path / "var" / CREDENTIALS_FILE) == 0o600
+    assert mode(tmp_path / "var" / SECRETS_FILE) == 0o600
+    assert mode(tmp_path / "var") == 0o700
+
+
+def test_second_start_reuses_the_stored_credentials(settings: Settings, tmp_path: Path) -> None:
+    first = start(settings, tmp_path)
+    secrets_before = (tmp_path / SECRETS_FILE).stat()
+    json_before = (tmp_path / CREDENTIALS_FILE).read_text()
+
+    second = start(settings, tmp_path)
+
+    assert second.signing_key == first.signing_key
+    for client_id in DEMO_CLIENTS:
+        assert second.client(client_id) == first.client(client_id)
+    assert second.callback_secret("demo") == first.callback_secret("demo")
+    assert (tmp_path / CREDENTIALS_FILE).read_text() == json_before
+    secrets_after = (tmp_path / SECRETS_FILE).stat()
+    assert (secrets_after.st_mtime_ns, secrets_after.st_size) == (
+        secrets_before.st_mtime_ns,
+        secrets_before.st_size,
+    )
+
+
+def test_a_client_added_later_gets_its_secret_appended(settings: Settings, tmp_path: Path) -> None:
+    first = start(settings, tmp_path)
+    old_lines = (tmp_path / SECRETS_FILE).read_text()
+    later = with_partner(settings, "late", Partner(clients={"late-broker": Client(roles=[Role.BROKER])}))
+
+    second = start(later, tmp_path)
+
+    text = (tmp_path / SECRETS_FILE).read_text()
+    assert text.startswith(old_lines)
+    assert text[len(old_lines) :].startswith("late-broker=")
+    assert second.verify_secret("late-broker", secrets_in(tmp_path)["late-broker"]) is not None
+    assert second.client("demo-broker") == first.client("demo-broker")
+    assert second.callback_secret("late").startswith("whsec_")
+
+
+def test_verify_secret_accepts_the_right_secret_only(settings: Settings, tmp_path: Path) -> None:
+    credentials = start(settings, tmp_path)
+    secret = secrets_in(tmp_path)["demo-operator"]
+
+    record = credentials.verify_secret("demo-operator", secret)
+
+    assert record is not None
+    assert (record.client_id, record.partner, record.roles) == (
+        "demo-operator",
+        "demo",
+        frozenset({"operator"}),
+    )
+    assert credentials.verify_secret("demo-operator", secret + "x") is None
+    assert credentials.verify_secret("demo-broker", secret) is None
+    assert credentials.verify_secret("nobody", secret) is None
+    assert credentials.client("nobody") is None
+
+
+def test_a_configured_secret_hash_is_used_and_nothing_generated_for_it(
+    settings: Settings, tmp_path: Path
+) -> None:
+    configured = fast_hasher().hash("configured-secret")
+    custom = with_partner(
+        settings,
+        "own",
+        Partner(clients={"own-client": Client(roles=[Role.AUDITOR], secret_hash=configured)}),
+    )
+
+    credentials = start(custom, tmp_path)
+
+    assert "own-client" not in secrets_in(tmp_path)
+    assert credentials.client("own-client").secret_hash == configured
+    assert credentials.verify_secret("own-client", "configured-secret") is not None
+
+
+def test_signing_key_is_generated_once_as_32_random_bytes(settings: Settings, tmp_path: Path) -> None:
+    credentials = start(settings, tmp_path)
+
+    stored = json.loads((tmp_path / CREDENTIALS_FILE).read_text())
+    assert len(credentials.signing_key) == 32
+    assert base64.b64decode(stored["signing_key"]) == credentials.signing_key
+    assert start(settings, tmp_path).signing_key == credentials.signing_key
+
+
+def test_signing_key_from_the_environment_wins_and_is_not_stored(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = bytes(range(40))
+    monkeypatch.setenv(TOKEN_KEY_ENV, base64.urlsafe_b64encode(key).decode().rstrip("="))
+
+    credentials = start(settings, tmp_path)
+
+    assert credentials.signing_key == key
+    assert "signing_key" not in json.loads((tmp_path / CREDENTIALS_FILE).read_text())
+
+
+@pytest.mark.parametrize("value", ["not base64!", base64.b64encode(b"short").decode()])
+def test_an_unusable_signing_key_in_the_environment_is_refused(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(TOKEN_KEY_ENV, value)
+
+    with pytest.raises(CredentialsError, match=TOKEN_KEY_ENV):
+        start(settings, tmp_path)
+
+
+def test_each_partner_gets_a_standard_webhooks_secret(settings: Settings, tmp_path: Path) -> None:
+    configured = with_partner(settings, "own", Partner(callback_secret="whsec_configured"))
+
+    credentials = start(configured, tmp_path)
+
+    for partner in ("demo", "other"):
+        secret = credentials.callback_secret(partner)
+        assert secret.startswith("whsec_")
+        assert len(base64.b64decode(secret.removeprefix("whsec_"), validate=True)) == 24
+    assert credentials.callback_secret("demo") != credentials.callback_secret("other")
+    assert credentials.callback_secret("own") == "whsec_configured"
+    assert "own" not in json.loads((tmp_path / CREDENTIALS_FILE).read_text())["callback_secrets"]
+
+
+def test_a_client_id_used_by_two_partners_is_refused(settings: Settings, tmp_path: Path) -> None:
+    clash = with_partner(settings, "clash", Partner(clients={"demo-broker": Client(roles=[Role.BROKER])}))
+
+    with pytest.raises(CredentialsError, match="demo-broker"):
+        start(clash, tmp_path)
+
+
+def test_a_credentials_file_of_another_format_is_refused(settings: Settings, tmp_path: Path) -> None:
+    (tmp_path / CREDENTIALS_FILE).write_text('{"version": 99}')
+
+    with pytest.raises(CredentialsError, match="version"):
+        start(settings, tmp_path)
+
+
+def test_var_dir_defaults_to_var_and_follows_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(VAR_ENV, raising=False)
+    assert var_dir() == Path("var")
+    monkeypatch.setenv(VAR_ENV, str(tmp_path))
+    assert var_dir() == tmp_path
+
+
+def _start_in_child(var: str) -> tuple[bytes, dict[str, str], str]:
+    credentials = load_or_create_credentials(load_settings(DEFAULT_SETTINGS), Path(var), hasher=fast_hasher())
+    hashes = {client_id: credentials.client(client_id).secret_hash for client_id in DEMO_CLIENTS}
+    return credentials.signing_key, hashes, credentials.callback_secret("demo")
+
+
+def test_workers_starting_at_once_agree_on_one_set(tmp_path: Path) -> None:
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        results = pool.map(_start_in_child, [str(tmp_path)] * 6)
+
+    assert all(result == results[0] for result in results)
+    assert set(secrets_in(tmp_path)) == DEMO_CLIENTS
+    assert len((tmp_path / SECRETS_FILE).read_text().splitlines()) == len(DEMO_CLIENTS)
