@@ -94,6 +94,9 @@ class Customers(LedgerBase):
 
         return self.retrying(open_)
 
+    def accounts_of(self, customer: Customer) -> list[Account]:
+        return [self.account(customer.partner, code) for code in customer.account_codes]
+
     def limits(self, partner: str, customer_code: str) -> list[LimitUsage]:
         customer = self.customer(partner, customer_code)
         level = self.settings.trust_levels[customer.trust_level]

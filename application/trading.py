@@ -30,10 +30,17 @@ class Trading(LedgerBase):
         account = self._buy_account(partner, request)
         return self.desk.buy_order(partner, self.new_transaction_code(), request, account)
 
-    def create_buy(self, partner: str, request: BuyRequest, stage: bool) -> Transaction:
-        code = self.new_transaction_code()
+    def create_buy(
+        self, partner: str, request: BuyRequest, stage: bool, code: str | None = None
+    ) -> Transaction:
+        """A new buy, Staged or (without `stage`) committed at once. Given a `code` already recorded,
+        returns that transaction: a retried request never creates a second one."""
+        code = code or self.new_transaction_code()
 
         def create() -> Transaction:
+            existing = self.find(Transaction.create_id(partner, code))
+            if existing is not None:
+                return existing
             customer = self._active_customer(partner, request.customer_code)
             account = self._buy_account(partner, request)
             order = self.desk.buy_order(partner, code, request, account)
@@ -67,10 +74,14 @@ class Trading(LedgerBase):
         self._sell_account(partner, request)
         return self.desk.sell_order(partner, self.new_transaction_code(), request, None)
 
-    def create_sell(self, partner: str, request: SellRequest) -> Transaction:
-        code = self.new_transaction_code()
+    def create_sell(self, partner: str, request: SellRequest, code: str | None = None) -> Transaction:
+        """A new sell, Initiated, with its own deposit address. Idempotent per `code` like `create_buy`."""
+        code = code or self.new_transaction_code()
 
         def create() -> Transaction:
+            existing = self.find(Transaction.create_id(partner, code))
+            if existing is not None:
+                return existing
             customer = self._active_customer(partner, request.customer_code)
             self._sell_account(partner, request)
             self.desk.sell_order(partner, code, request, None)  # refuses a bad request first

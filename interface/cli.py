@@ -16,6 +16,7 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
+from application.adapters.addresses import Bip32AddressBook
 from application.credentials import CredentialsError, load_or_create_credentials, var_dir
 from application.ports import SystemClock
 from application.settings import Settings, SettingsError, load_settings, settings_path
@@ -67,6 +68,10 @@ def check_settings(*, file: Annotated[Path | None, Parameter(name=["--file", "--
     settings = settings_or_none(path)
     if settings is None:
         return USAGE_ERROR
+    try:
+        Bip32AddressBook(settings.cryptos)
+    except ValueError as error:
+        return fail(f"{path}: {error}")
     clients = sum(len(partner.clients) for partner in settings.partners.values())
     print(f"{path}: OK")
     print(f"base currency:   {settings.base_currency}")
@@ -115,6 +120,8 @@ def token(*, client: str, scope: str | None = None, settings: SettingsOption = N
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point; exits with the command's exit code."""
+    import interface.serve  # noqa: F401  (registers `serve`)
+
     app(list(argv) if argv is not None else None)
 
 

@@ -1,0 +1,166 @@
+"""`create_app()`: the only factory of the HTTP application, and the runtime it is wired to."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from litestar import Litestar, Response, get
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.middleware import DefineMiddleware
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
+from litestar.serialization import default_serializer
+from psycopg_pool import ConnectionPool
+
+from application.adapters.addresses import Bip32AddressBook
+from application.adapters.prices import price_source_from
+from application.credentials import Credentials, load_or_create_credentials, var_dir
+from application.database import ensure_schema, eventsourcing_env, resolve_database_url
+from application.ledger import Ledger
+from application.ports import SystemClock
+from application.settings import Settings, load_settings
+from interface.auth import FailedAttempts, TokenService
+from interface.controllers.buys import BrokerBuyController
+from interface.controllers.chain import ChainController
+from interface.controllers.custodian import CustodianTransactionController
+from interface.controllers.customers import CustomerController
+from interface.controllers.prices import PriceController
+from interface.controllers.sells import BrokerSellController
+from interface.controllers.tokens import TokenController
+from interface.idempotency import MAX_BODY, IdempotencyMiddleware, IdempotencyStore
+from interface.problems import EXCEPTION_HANDLERS
+from interface.security import UNAUTHENTICATED_PATHS, BearerAuthentication
+
+log = logging.getLogger("broker_ledger")
+EVENTS_SCHEMA = "ledger"
+API_SCHEMA = "api"
+
+
+@dataclass
+class Runtime:
+    """Everything a running service holds: settings, the ledger, secrets and the API's own tables."""
+
+    settings: Settings
+    ledger: Ledger
+    credentials: Credentials
+    tokens: TokenService
+    idempotency: IdempotencyStore
+    pool: ConnectionPool
+
+    def close(self) -> None:
+        self.ledger.close()
+        self.pool.close()
+
+
+def build_runtime(database_url: str | None = None) -> Runtime:
+    """Wires the service from the environment: settings file, var directory, database."""
+    settings = load_settings()
+    var = var_dir()
+    url = database_url or resolve_database_url(var)
+    ensure_schema(url, EVENTS_SCHEMA)
+    clock = SystemClock()
+    ledger = Ledger(
+        settings,
+        price_source_from(settings, clock),
+        Bip32AddressBook(settings.cryptos),
+        clock,
+        env=eventsourcing_env(url, EVENTS_SCHEMA),
+    )
+    credentials = load_or_create_credentials(settings, var)
+    pool = ConnectionPool(
+        url, min_size=1, max_size=int(os.environ.get("BROKER_LEDGER_API_POOL_SIZE", "8")), open=True
+    )
+    idempotency = IdempotencyStore(pool, API_SCHEMA)
+    idempotency.create_table()
+    return Runtime(
+        settings=settings,
+        ledger=ledger,
+        credentials=credentials,
+        tokens=TokenService(settings.tokens, credentials.signing_key, clock),
+        idempotency=idempotency,
+        pool=pool,
+    )
+
+
+JSON_ENCODER = msgspec.json.Encoder(enc_hook=default_serializer, decimal_format="number")
+
+
+class LedgerResponse(Response):
+    """Writes Decimal amounts as JSON numbers, exact to the last digit (litestar would write strings)."""
+
+    def render(self, content: Any, media_type: str, enc_hook: Any = default_serializer) -> bytes:
+        if not isinstance(content, bytes | str) and "json" in media_type:
+            return JSON_ENCODER.encode(content)
+        return super().render(content, media_type, enc_hook)
+
+
+@get(
+    "/health",
+    operation_id="health",
+    tags=["Operations"],
+    exclude_from_auth=True,
+    sync_to_thread=True,
+    security=[{}],
+)
+def health(state: State) -> dict[str, str]:
+    """Liveness and database reachability, for load balancers and compose health checks."""
+    with state.pool.connection() as conn:
+        conn.execute("SELECT 1")
+    return {"status": "ok"}
+
+
+def create_app(runtime: Runtime | None = None) -> Litestar:
+    """The HTTP application. Without a runtime (as a server worker's factory) it wires one itself."""
+    runtime = runtime or build_runtime()
+    openapi = OpenAPIConfig(
+        title="Broker Ledger",
+        version="1.2",
+        description="Buy and sell crypto-currency for fiat on behalf of a broker platform's customers.",
+        path="/schema",
+        components=Components(
+            security_schemes={
+                "bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="JWT"),
+            }
+        ),
+        security=[{"bearer": []}],
+        use_handler_docstrings=True,
+    )
+    return Litestar(
+        route_handlers=[
+            health,
+            TokenController,
+            CustomerController,
+            BrokerBuyController,
+            BrokerSellController,
+            CustodianTransactionController,
+            ChainController,
+            PriceController,
+        ],
+        dependencies={"ledger": Provide(lambda: runtime.ledger, use_cache=True, sync_to_thread=False)},
+        middleware=[
+            DefineMiddleware(BearerAuthentication, exclude=UNAUTHENTICATED_PATHS),
+            IdempotencyMiddleware(),
+        ],
+        exception_handlers=EXCEPTION_HANDLERS,
+        response_class=LedgerResponse,
+        openapi_config=openapi,
+        request_max_body_size=MAX_BODY,
+        state=State(
+            {
+                "settings": runtime.settings,
+                "tokens": runtime.tokens,
+                "credentials": runtime.credentials,
+                "idempotency": runtime.idempotency,
+                "pool": runtime.pool,
+                "failed_attempts": FailedAttempts(),
+                "runtime": runtime,
+            }
+        ),
+        on_shutdown=[runtime.close],
+        debug=False,
+    )

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from litestar import Controller, Request, post
+
+from application.commands import BuyRequest
+from application.ledger import Ledger
+from interface import presenters
+from interface.controllers.common import IdempotencyKey, code_for, principal, problems, version_header
+from interface.schemas import responses as r
+from interface.schemas.requests import BrokerBuy, BrokerBuyCreate
+from interface.security import BROKER, authorize, roles
+
+
+def buy_request(data: BrokerBuy) -> BuyRequest:
+    return BuyRequest(
+        customer_code=data.customer_code,
+        currency=data.currency_code,
+        crypto=data.crypto_code,
+        fiat_value=data.fiat_value,
+        destination_address=data.destination_address,
+        payment_method=data.payment_method_code,
+        account_code=data.account_code,
+        requested_price=data.requested_price,
+        bank_account_number=data.bank_account_number,
+        callback_url=data.callback_url,
+        blockchain_message=data.blockchain_message,
+        payment_reference=data.payment_reference,
+        data=dict(data.data or {}),
+    )
+
+
+class BrokerBuyController(Controller):
+    path = "/brokerbuy"
+    tags = ["Buy"]
+    guards = [authorize]
+    opt = roles(BROKER)
+    parameters = version_header()
+
+    @post(
+        "/simulate",
+        operation_id="simulateBrokerBuy",
+        status_code=200,
+        responses=problems(404, 422, 503),
+        sync_to_thread=True,
+    )
+    def simulate(
+        self, request: Request, data: BrokerBuy, ledger: Ledger, idempotency_key: IdempotencyKey
+    ) -> r.TransactionEnvelope:
+        """Prices a buy without executing anything (status SIMULATED)."""
+        order = ledger.simulate_buy(principal(request).partner, buy_request(data))
+        return presenters.simulation(ledger.settings, order, ledger.clock.now())
+
+    @post(
+        "/",
+        operation_id="createBrokerBuy",
+        status_code=201,
+        responses=problems(404, 409, 422, 503),
+        sync_to_thread=True,
+    )
+    def create(
+        self, request: Request, data: BrokerBuyCreate, ledger: Ledger, idempotency_key: IdempotencyKey
+    ) -> r.TransactionEnvelope:
+        """Creates a buy: Sending, or Staged when `stage` is true (commit it in a second step)."""
+        transaction = ledger.create_buy(
+            principal(request).partner, buy_request(data), data.stage, code_for(request, idempotency_key)
+        )
+        return presenters.transaction(ledger.settings, transaction)

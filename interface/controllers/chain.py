@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from litestar import Controller, Request, post
+
+from application.commands import DepositReport, SendoutReport
+from application.ledger import Ledger
+from interface import presenters
+from interface.controllers.common import IdempotencyKey, principal, problems, version_header
+from interface.schemas import responses as r
+from interface.schemas.requests import ChainDeposit, ChainSendout
+from interface.security import OPERATOR, authorize, roles
+
+
+class ChainController(Controller):
+    """Reports of the operator's blockchain watcher or wallet."""
+
+    path = "/chain"
+    tags = ["Chain reports"]
+    guards = [authorize]
+    opt = roles(OPERATOR)
+    parameters = version_header()
+
+    @post(
+        "/deposits",
+        operation_id="reportDeposit",
+        status_code=200,
+        responses=problems(404, 409, 422),
+        sync_to_thread=True,
+    )
+    def deposit(
+        self, request: Request, data: ChainDeposit, ledger: Ledger, idempotency_key: IdempotencyKey
+    ) -> r.TransactionEnvelope:
+        """A payment to a sell's deposit address: Confirming, then ToPayout or COMPLETED when confirmed;
+        BLOCKED when the amount differs. Idempotent per txId."""
+        report = DepositReport(
+            data.crypto_code, data.address, data.tx_id, data.crypto_amount, data.confirmations
+        )
+        transaction = ledger.report_deposit(principal(request).partner, report)
+        return presenters.transaction(ledger.settings, transaction)
+
+    @post(
+        "/sendouts",
+        operation_id="reportSendout",
+        status_code=200,
+        responses=problems(404, 409, 422),
+        sync_to_thread=True,
+    )
+    def sendout(
+        self, request: Request, data: ChainSendout, ledger: Ledger, idempotency_key: IdempotencyKey
+    ) -> r.TransactionEnvelope:
+        """Our sendout of a buy: COMPLETED once confirmed. Idempotent per txId."""
+        report = SendoutReport(data.transaction_code, data.tx_id, data.confirmations)
+        transaction = ledger.report_sendout(principal(request).partner, report)
+        return presenters.transaction(ledger.settings, transaction)

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from litestar import Controller, Request, post, put
+from litestar.params import Parameter
+
+from application.ledger import Ledger
+from interface import presenters
+from interface.controllers.common import IdempotencyKey, principal, problems, version_header
+from interface.schemas import responses as r
+from interface.schemas.requests import PayoutUpdate
+from interface.security import BROKER, OPERATOR, authorize, roles
+
+TransactionCode = Annotated[str, Parameter(description="the transaction's code", max_length=64)]
+
+
+class CustodianTransactionController(Controller):
+    path = "/transactions/custodian"
+    tags = ["Transactions"]
+    guards = [authorize]
+    parameters = version_header()
+
+    @post(
+        "/{tx_code:str}/commit",
+        operation_id="commitTransaction",
+        status_code=200,
+        opt=roles(BROKER),
+        responses=problems(404, 409),
+        sync_to_thread=True,
+    )
+    def commit(
+        self, request: Request, tx_code: TransactionCode, ledger: Ledger, idempotency_key: IdempotencyKey
+    ) -> r.TransactionEnvelope:
+        """Commits a Staged buy: it becomes Sending. A buy past its validity window is CANCELLED (409)."""
+        transaction = ledger.commit(principal(request).partner, tx_code)
+        return presenters.transaction(ledger.settings, transaction)
+
+    @put(
+        "/{transaction_code:str}/payoutconfirming",
+        operation_id="confirmPayout",
+        opt=roles(OPERATOR),
+        responses=problems(404, 409, 422),
+        sync_to_thread=True,
+    )
+    def payout_confirming(
+        self,
+        request: Request,
+        transaction_code: TransactionCode,
+        ledger: Ledger,
+        idempotency_key: IdempotencyKey,
+        data: PayoutUpdate | None = None,
+    ) -> r.TransactionEnvelope:
+        """Starts the payout of a sell in ToPayout: it becomes PayoutConfirming."""
+        data = data or PayoutUpdate()
+        transaction = ledger.confirm_payout(
+            principal(request).partner,
+            transaction_code,
+            data.payment_reference,
+            data.customer_bank_account_id,
+        )
+        return presenters.transaction(ledger.settings, transaction)
+
+    @put(
+        "/{transaction_code:str}/payout",
+        operation_id="payout",
+        opt=roles(OPERATOR),
+        responses=problems(404, 409, 422),
+        sync_to_thread=True,
+    )
+    def payout(
+        self,
+        request: Request,
+        transaction_code: TransactionCode,
+        ledger: Ledger,
+        idempotency_key: IdempotencyKey,
+        data: PayoutUpdate | None = None,
+    ) -> r.TransactionEnvelope:
+        """Records the payout of a sell in ToPayout or PayoutConfirming: it becomes COMPLETED."""
+        data = data or PayoutUpdate()
+        transaction = ledger.pay_out(
+            principal(request).partner,
+            transaction_code,
+            data.payment_reference,
+            data.customer_bank_account_id,
+        )
+        return presenters.transaction(ledger.settings, transaction)

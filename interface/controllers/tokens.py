@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated
+
+import msgspec
+from litestar import Controller, Request, post
+from litestar.enums import RequestEncodingType
+from litestar.params import Body
+
+from application.credentials import Credentials
+from interface.auth import FailedAttempts, InvalidScope, TokenService
+from interface.controllers.common import problems
+from interface.problems import ApiProblem
+from interface.schemas.responses import Token
+
+
+class TokenForm(msgspec.Struct, kw_only=True, frozen=True):
+    grant_type: str
+    client_id: str | None = None
+    client_secret: str | None = None
+    scope: str | None = None
+
+
+def _basic_credentials(request: Request) -> tuple[str, str] | None:
+    header = request.headers.get("authorization", "")
+    if not header.lower().startswith("basic "):
+        return None
+    try:
+        client_id, _, secret = base64.b64decode(header[6:], validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        raise ApiProblem(
+            400, "invalid_request", "the Basic authorization header is not valid base64"
+        ) from None
+    return client_id, secret
+
+
+class TokenController(Controller):
+    path = "/connect/token"
+    tags = ["Authentication"]
+    security = [{}]
+
+    @post(
+        "/",
+        operation_id="issueToken",
+        status_code=200,
+        responses=problems(401),
+        sync_to_thread=True,
+        exclude_from_auth=True,
+    )
+    def issue(
+        self, request: Request, data: Annotated[TokenForm, Body(media_type=RequestEncodingType.URL_ENCODED)]
+    ) -> Token:
+        """OAuth2 client credentials: a signed bearer token for a configured client (3600 s by default)."""
+        if data.grant_type != "client_credentials":
+            raise ApiProblem(400, "unsupported_grant_type", "grant_type must be client_credentials")
+        client_id, secret = _basic_credentials(request) or (data.client_id, data.client_secret)
+        if not client_id or secret is None:
+            raise ApiProblem(
+                400, "invalid_request", "give client_id and client_secret (form fields or Basic auth)"
+            )
+        attempts: FailedAttempts = request.app.state.failed_attempts
+        key = FailedAttempts.key(client_id, request.client.host if request.client else None)
+        retry_after = attempts.check(key)
+        if retry_after is not None:
+            raise ApiProblem(
+                429,
+                "too_many_failed_attempts",
+                "too many failed attempts; retry later",
+                headers={"Retry-After": str(retry_after)},
+            )
+        credentials: Credentials = request.app.state.credentials
+        client = credentials.verify_secret(client_id, secret)
+        if client is None:
+            attempts.record_failure(key)
+            raise ApiProblem(
+                401,
+                "invalid_client",
+                "unknown client or wrong secret",
+                headers={"WWW-Authenticate": 'Basic realm="broker-ledger"'},
+            )
+        attempts.clear(key)
+        tokens: TokenService = request.app.state.tokens
+        try:
+            issued = tokens.issue(client, data.scope)
+        except InvalidScope as error:
+            raise ApiProblem(400, "invalid_scope", error.reason) from None
+        return Token(
+            access_token=issued.access_token,
+            token_type=issued.token_type,
+            expires_in=issued.expires_in,
+            scope=issued.scope,
+        )

@@ -1,0 +1,251 @@
+"""`Idempotency-Key` on POST and PUT, stored durably in PostgreSQL, scoped to the partner.
+
+The same key with the same request within 24 hours replays the first response byte for byte (with
+`Idempotent-Replayed: true`); the same key with another request is 422 `idempotency_key_reused`; the same
+key while the first request still runs is 409. A request that died while running (its lease lapsed) may be
+taken over by its retry; creates are safe to rerun because their transaction code derives from the key
+(`transaction_code_for`), so the rerun finds the transaction the first run recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import anyio.to_thread
+from litestar.enums import ScopeType
+from litestar.middleware import ASGIMiddleware
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from interface.problems import ApiProblem
+
+HEADER = b"idempotency-key"
+MAX_BODY = 64 * 1024
+LEASE_SECONDS = 60
+KEEP_HOURS = 24
+REPLAYED_HEADERS = (b"content-type", b"location", b"retry-after", b"www-authenticate")
+
+
+def transaction_code_for(partner: str, key: str) -> str:
+    """The code a transaction created under an idempotency key gets: the same on every retry."""
+    return "TX" + hashlib.sha256(f"{partner}\x1f{key}".encode()).hexdigest()[:16].upper()
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of claiming a key: ours to run, a replay, or a refusal."""
+
+    owned: bool
+    replay: StoredResponse | None = None
+
+
+class IdempotencyStore:
+    def __init__(self, pool: ConnectionPool, schema: str) -> None:
+        self.pool = pool
+        self.table = sql.Identifier(schema, "idempotency_keys")
+        self.schema = schema
+
+    def create_table(self) -> None:
+        with self.pool.connection() as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} ("
+                    " partner text NOT NULL, key text NOT NULL, fingerprint bytea NOT NULL,"
+                    " state text NOT NULL, lease_until timestamptz NOT NULL,"
+                    " status integer, headers jsonb, body bytea,"
+                    " created timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (partner, key))"
+                ).format(self.table)
+            )
+
+    def claim(self, partner: str, key: str, fingerprint: bytes) -> Claim:
+        with self.pool.connection() as conn:
+            owned = conn.execute(
+                sql.SQL(
+                    "INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)"
+                    " VALUES (%s, %s, %s, 'running', now() + make_interval(secs => %s))"
+                    " ON CONFLICT (partner, key) DO UPDATE SET fingerprint = excluded.fingerprint,"
+                    " state = 'running', lease_until = excluded.lease_until, created = now(),"
+                    " status = NULL, headers = NULL, body = NULL"
+                    " WHERE t.created < now() - make_interval(hours => %s)"
+                    " OR (t.state = 'running' AND t.lease_until < now()"
+                    " AND t.fingerprint = excluded.fingerprint)"
+                    " RETURNING 1"
+                ).format(t=self.table),
+                (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS),
+            ).fetchone()
+            if owned:
+                return Claim(owned=True)
+            row = conn.execute(
+                sql.SQL(
+                    "SELECT fingerprint, state, status, headers, body FROM {} WHERE partner = %s AND key = %s"
+                ).format(self.table),
+                (partner, key),
+            ).fetchone()
+        return _refusal_or_replay(row, fingerprint)
+
+    def finish(self, partner: str, key: str, response: StoredResponse) -> None:
+        with self.pool.connection() as conn:
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {} SET state = 'done', status = %s, headers = %s, body = %s"
+                    " WHERE partner = %s AND key = %s"
+                ).format(self.table),
+                (response.status, json.dumps(response.headers), response.body, partner, key),
+            )
+
+    def release(self, partner: str, key: str) -> None:
+        """Forgets a claim whose request failed for a passing reason, so a retry runs it again."""
+        with self.pool.connection() as conn:
+            conn.execute(
+                sql.SQL("DELETE FROM {} WHERE partner = %s AND key = %s AND state = 'running'").format(
+                    self.table
+                ),
+                (partner, key),
+            )
+
+
+def _refusal_or_replay(row: tuple | None, fingerprint: bytes) -> Claim:
+    if row is None:  # claimed and released meanwhile: let the client retry
+        raise ApiProblem(
+            409, "idempotency_request_in_progress", "a request with this Idempotency-Key is running"
+        )
+    stored_fingerprint, state, status, headers, body = row
+    if bytes(stored_fingerprint) != fingerprint:
+        raise ApiProblem(
+            422,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used for a different request in the last 24 hours; use a new key",
+        )
+    if state != "done":
+        raise ApiProblem(
+            409,
+            "idempotency_request_in_progress",
+            "a request with this Idempotency-Key is still running; retry when it has finished",
+            headers={"Retry-After": "1"},
+        )
+    return Claim(owned=False, replay=StoredResponse(status, [tuple(h) for h in headers], bytes(body)))
+
+
+class IdempotencyMiddleware(ASGIMiddleware):
+    scopes = (ScopeType.HTTP,)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        key = _header(scope, HEADER)
+        if scope["method"] not in ("POST", "PUT") or key is None:
+            await next_app(scope, receive, send)
+            return
+        if not 1 <= len(key) <= 255:
+            raise ApiProblem(400, "idempotency_key_invalid", "Idempotency-Key must be 1 to 255 characters")
+        body = await _read_body(receive)
+        partner = scope["user"].partner
+        fingerprint = hashlib.sha256(
+            b"\x1f".join([scope["method"].encode(), scope["path"].encode(), body])
+        ).digest()
+        store: IdempotencyStore = scope["litestar_app"].state.idempotency
+        claim = await anyio.to_thread.run_sync(store.claim, partner, key, fingerprint)
+        if claim.replay is not None:
+            await _send_stored(send, claim.replay)
+            return
+        scope.setdefault("state", {})["idempotency_key"] = key
+        await self._run_and_store(scope, body, send, next_app, store, partner, key)
+
+    async def _run_and_store(
+        self,
+        scope: Scope,
+        body: bytes,
+        send: Send,
+        next_app: ASGIApp,
+        store: IdempotencyStore,
+        partner: str,
+        key: str,
+    ) -> None:
+        recorder = _ResponseRecorder(send)
+        try:
+            await next_app(scope, _replay_body(body), recorder.send)
+        finally:
+            response = recorder.response()
+            if response is not None and response.status < 500:
+                await anyio.to_thread.run_sync(store.finish, partner, key, response)
+            else:
+                await anyio.to_thread.run_sync(store.release, partner, key)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for header, value in scope["headers"]:
+        if header == name:
+            return value.decode("latin-1")
+    return None
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise ApiProblem(413, "request_too_large", f"request bodies are limited to {MAX_BODY} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay_body(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+class _ResponseRecorder:
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.status: int | None = None
+        self.headers: list[tuple[str, str]] = []
+        self.chunks: list[bytes] = []
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = [
+                (name.decode("latin-1"), value.decode("latin-1"))
+                for name, value in message.get("headers", [])
+                if name.lower() in REPLAYED_HEADERS
+            ]
+        elif message["type"] == "http.response.body":
+            self.chunks.append(message.get("body", b""))
+        await self._send(message)
+
+    def response(self) -> StoredResponse | None:
+        if self.status is None:
+            return None
+        return StoredResponse(self.status, self.headers, b"".join(self.chunks))
+
+
+async def _send_stored(send: Send, stored: StoredResponse) -> None:
+    headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in stored.headers]
+    headers.append((b"idempotent-replayed", b"true"))
+    headers.append((b"content-length", str(len(stored.body)).encode()))
+    await send({"type": "http.response.start", "status": stored.status, "headers": headers})
+    await send({"type": "http.response.body", "body": stored.body, "more_body": False})

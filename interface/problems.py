@@ -1,0 +1,165 @@
+"""Every refusal as RFC 9457 problem details (`application/problem+json`) with a stable `code`.
+
+Domain errors map by their kind; litestar's own exceptions (routing, body decoding, size) map here too,
+and anything unexpected becomes a 500 without a stack trace (and is logged: a 5xx is a bug).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+from eventsourcing.persistence import InterfaceError, OperationalError
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
+from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from psycopg_pool import PoolTimeout
+
+from domain.errors import DomainError, Refusal
+from interface.schemas.responses import Problem
+
+log = logging.getLogger("broker_ledger.http")
+PROBLEM_JSON = "application/problem+json"
+STATUS_OF_KIND = {
+    Refusal.INVALID: 422,
+    Refusal.NOT_FOUND: 404,
+    Refusal.CONFLICT: 409,
+    Refusal.UNAVAILABLE: 503,
+}
+CODE_OF_STATUS = {
+    400: "malformed_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    422: "validation_failed",
+    429: "too_many_requests",
+    503: "service_unavailable",
+}
+TITLES = {
+    400: "Malformed request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    413: "Request too large",
+    415: "Unsupported media type",
+    422: "Invalid request",
+    429: "Too many requests",
+    500: "Internal error",
+    503: "Service unavailable",
+}
+
+
+class ApiProblem(HTTPException):
+    """A refusal raised by the interface itself (tokens, versions, idempotency) with its own code."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        headers: dict[str, str] | None = None,
+        errors: list[str] | None = None,
+    ) -> None:
+        super().__init__(detail=detail, status_code=status, headers=headers)
+        self.code = code
+        self.errors = errors if errors is not None else [detail]
+
+
+def problem_response(
+    status: int,
+    code: str,
+    detail: str,
+    errors: list[str] | None = None,
+    title: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response[Problem]:
+    body = Problem(
+        type=f"urn:broker-ledger:problem:{code}",
+        title=title or TITLES.get(status, "Error"),
+        status=status,
+        detail=detail,
+        code=code,
+        errors=errors if errors is not None else [detail],
+    )
+    return Response(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def domain_error(_: Request, error: DomainError) -> Response[Problem]:
+    status = STATUS_OF_KIND[error.kind]
+    headers = {"Retry-After": "5"} if status == 503 else None
+    return problem_response(status, error.code, error.detail, error.errors, error.title, headers)
+
+
+def http_error(_: Request, error: HTTPException) -> Response[Problem]:
+    if isinstance(error, ApiProblem):
+        return problem_response(
+            error.status_code, error.code, error.detail, error.errors, headers=error.headers
+        )
+    if isinstance(error, ValidationException):
+        return _validation_problem(error)
+    status = error.status_code
+    headers = dict(error.headers or {})
+    if isinstance(error, NotAuthorizedException):
+        headers.setdefault("WWW-Authenticate", 'Bearer realm="broker-ledger"')
+    detail = error.detail or TITLES.get(status, "Error")
+    if status == 404 and detail == "Not Found":
+        detail = "no such resource: check the path against the API document at /schema"
+    return problem_response(status, CODE_OF_STATUS.get(status, "error"), detail, headers=headers or None)
+
+
+def _validation_problem(error: ValidationException) -> Response[Problem]:
+    """A body that is not JSON is malformed (400); JSON that breaks the schema is invalid (422)."""
+    extra = error.extra if isinstance(error.extra, list) else []
+    if not extra:
+        return problem_response(400, "malformed_request", error.detail or "the request could not be read")
+    errors = [_describe(item) for item in extra]
+    source = {item.get("source") for item in extra if isinstance(item, dict)}
+    status = 422 if source <= {"body"} else 400
+    return problem_response(status, CODE_OF_STATUS[status], "; ".join(errors), errors)
+
+
+def _describe(item: object) -> str:
+    if not isinstance(item, dict):
+        return str(item)
+    message = str(item.get("message", "invalid value"))
+    key = item.get("key")
+    where = item.get("source")
+    if key and key != "data":
+        return f"{message} ({where} field {key!r})" if where else f"{message} ({key!r})"
+    return message
+
+
+def unexpected_error(request: Request, error: Exception) -> Response[Problem]:
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=error)
+    return problem_response(
+        HTTP_500_INTERNAL_SERVER_ERROR,
+        "internal_error",
+        "the service failed to answer this request; it has been logged. Retry later.",
+    )
+
+
+def database_unavailable(request: Request, error: Exception) -> Response[Problem]:
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, error)
+    return problem_response(
+        503,
+        "database_unavailable",
+        "the ledger's database cannot be reached right now; retry after the time in Retry-After",
+        headers={"Retry-After": "2"},
+    )
+
+
+EXCEPTION_HANDLERS = {
+    DomainError: domain_error,
+    HTTPException: http_error,
+    OperationalError: database_unavailable,
+    InterfaceError: database_unavailable,
+    psycopg.OperationalError: database_unavailable,
+    PoolTimeout: database_unavailable,
+    Exception: unexpected_error,
+}

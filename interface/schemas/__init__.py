@@ -1,0 +1,1 @@
+"""Request and response bodies as msgspec Structs: camelCase on the wire, unknown fields refused."""

@@ -1,0 +1,52 @@
+"""Bearer tokens on every route but the token endpoint and the API document; roles per route.
+
+The middleware verifies the token and puts the `Principal` on the connection (`connection.user`);
+the `authorize` guard checks the route's roles and api_version. Partner isolation follows from the
+principal: every use case is called with `principal.partner`.
+"""
+
+from __future__ import annotations
+
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotAuthorizedException
+from litestar.handlers.base import BaseRouteHandler
+from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
+
+from interface.auth import InvalidToken, Principal, TokenService, parse_bearer
+from interface.problems import ApiProblem
+from interface.versioning import check_api_version
+
+BROKER = "broker"
+OPERATOR = "operator"
+AUDITOR = "auditor"
+UNAUTHENTICATED_PATHS = ["^/connect/token$", "^/schema", "^/health$"]
+
+
+class BearerAuthentication(AbstractAuthenticationMiddleware):
+    async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
+        tokens: TokenService = connection.app.state.tokens
+        try:
+            principal = tokens.verify(parse_bearer(connection.headers.get("authorization")))
+        except InvalidToken as error:
+            raise NotAuthorizedException(
+                detail=f"a valid bearer token is required: {error.reason}",
+                headers={"WWW-Authenticate": 'Bearer realm="broker-ledger", error="invalid_token"'},
+            ) from None
+        return AuthenticationResult(user=principal, auth=principal)
+
+
+def authorize(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
+    """The principal must hold one of the route's roles, and the api_version must be the route's."""
+    principal: Principal = connection.user
+    roles = handler.opt.get("roles", frozenset())
+    if not principal.roles & roles:
+        raise ApiProblem(
+            403,
+            "forbidden",
+            f"client {principal.client_id} lacks the role this endpoint needs ({' or '.join(sorted(roles))})",
+        )
+    check_api_version(connection, handler)
+
+
+def roles(*names: str) -> dict[str, object]:
+    return {"roles": frozenset(names)}

@@ -1,0 +1,62 @@
+"""`broker-ledger serve`: the HTTP API on uvicorn, on the embedded PostgreSQL unless DATABASE_URL is set."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Annotated
+
+import uvicorn
+from cyclopts import Parameter
+
+from application.credentials import load_or_create_credentials, var_dir
+from application.database import redact, resolve_database_url
+from application.settings import SETTINGS_ENV
+from interface.cli import USAGE_ERROR, SettingsOption, app, settings_or_none
+
+log = logging.getLogger("broker_ledger")
+
+
+@app.command(name="serve")
+def serve(
+    *,
+    host: str = "127.0.0.1",
+    port: Annotated[int, Parameter(help="TCP port to listen on.")] = 8000,
+    workers: Annotated[int, Parameter(help="Worker processes (each has its own pool).")] = 1,
+    settings: SettingsOption = None,
+    log_level: str = "info",
+) -> int:
+    """Serve the broker API over HTTP until SIGTERM or Ctrl-C.
+
+    Parameters
+    ----------
+    host
+        Address to bind; 0.0.0.0 to listen on every interface.
+    """
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    loaded = settings_or_none(settings)
+    if loaded is None:
+        return USAGE_ERROR
+    if settings is not None:
+        os.environ[SETTINGS_ENV] = str(Path(settings).resolve())
+    var = var_dir()
+    os.environ["BROKER_LEDGER_VAR"] = str(var.resolve())
+    os.environ["DATABASE_URL"] = resolve_database_url(var)  # workers inherit the embedded server's URL
+    load_or_create_credentials(loaded, var)
+    log.info(
+        "database %s; client secrets of new clients in %s",
+        redact(os.environ["DATABASE_URL"]),
+        var / "client-secrets.txt",
+    )
+    uvicorn.run(
+        "interface.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )
+    return 0

@@ -1,0 +1,119 @@
+"""Application fixtures: the demo settings, a settable clock, and `Ledger`s on a fresh PostgreSQL schema.
+
+Customers' addresses are derived from the demo keys at indexes from 1000 up, so they are valid addresses
+and never one of the service's own deposit addresses (those are handed out from index 0).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from application.adapters.addresses import Bip32AddressBook
+from application.adapters.prices import FixedPrices
+from application.ledger import Ledger
+from application.settings import Settings, load_settings
+from domain.account import Account
+from domain.customer import Customer
+
+START = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+FIRST_CUSTOMER_ADDRESS_INDEX = 1000
+
+
+class FakeClock:
+    """A clock that stands still until a test sets or advances it."""
+
+    def __init__(self, at: datetime = START) -> None:
+        self._now = at
+
+    def now(self) -> datetime:
+        return self._now
+
+    def set(self, at: datetime) -> None:
+        if at.tzinfo is None:
+            raise ValueError("the clock keeps UTC-aware times only")
+        self._now = at.astimezone(UTC)
+
+    def advance(self, **delta: float) -> datetime:
+        self._now += timedelta(**delta)
+        return self._now
+
+
+class CustomerAddresses:
+    """Valid customer addresses of the demo keys, each handed out once per test."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._book = Bip32AddressBook(settings.cryptos)
+        self._indexes = itertools.count(FIRST_CUSTOMER_ADDRESS_INDEX)
+
+    def next(self, crypto: str = "BTC") -> str:
+        return self._book.derive(crypto, next(self._indexes)).address
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return load_settings()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def addresses(settings: Settings) -> CustomerAddresses:
+    return CustomerAddresses(settings)
+
+
+@pytest.fixture
+def make_ledger(
+    settings: Settings, clock: FakeClock, postgres_env: dict[str, str]
+) -> Iterator[Callable[..., Ledger]]:
+    """Builds `Ledger`s on this test's schema (or on `env`); all are closed at teardown."""
+    made: list[Ledger] = []
+
+    def make(env: dict[str, str] | None = None) -> Ledger:
+        ledger = Ledger(
+            settings,
+            FixedPrices(settings, clock),
+            Bip32AddressBook(settings.cryptos),
+            clock,
+            env=env if env is not None else postgres_env,
+        )
+        made.append(ledger)
+        return ledger
+
+    yield make
+    for ledger in made:
+        ledger.close()
+
+
+@pytest.fixture
+def ledger(make_ledger: Callable[..., Ledger]) -> Ledger:
+    return make_ledger()
+
+
+def register_active(ledger: Ledger, partner: str, code: str, trust_level: str = "Basic") -> Customer:
+    return ledger.register_customer(partner, code, trust_level, status="ACTIVE")
+
+
+def open_btc_account(ledger: Ledger, partner: str, customer_code: str, address: str) -> Account:
+    account, _ = ledger.open_account(partner, customer_code, address)
+    return account
+
+
+@pytest.fixture
+def active_customer_with_btc_account(
+    ledger: Ledger, addresses: CustomerAddresses
+) -> Callable[..., tuple[Customer, Account]]:
+    """Registers an ACTIVE customer and opens a BTC account for it on `ledger`."""
+
+    def make(partner: str, code: str, trust_level: str = "Basic") -> tuple[Customer, Account]:
+        register_active(ledger, partner, code, trust_level)
+        account = open_btc_account(ledger, partner, code, addresses.next("BTC"))
+        return ledger.customer(partner, code), account
+
+    return make

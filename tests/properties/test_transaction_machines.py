@@ -1,0 +1,328 @@
+"""State machines over `Transaction`: the rules are the commands, the invariants are the rules of the ledger.
+
+Each command is checked against a small model of the contract (which error, or which status). Whatever the
+model says, a refused command must leave the aggregate exactly as it was, and an accepted one must move the
+status along an allowed edge. After every step the aggregate is saved to an in-memory event store, and the
+copy reloaded from it must equal the one in memory.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import JSONTranscoder
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from application.transcodings import register_value_objects
+from domain.errors import (
+    ChainReportConflict,
+    DomainError,
+    InvalidStateTransition,
+    PayoutsFeatureDisabled,
+    TransactionExpired,
+    TransactionNotStaged,
+)
+from domain.transaction import (
+    ALLOWED_TRANSITIONS,
+    FINAL_STATUSES,
+    ChainPayment,
+    Order,
+    Status,
+    Transaction,
+    TransactionType,
+    balance_mutation,
+)
+from tests.strategies import orders
+
+START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+NOTHING = "nothing recorded"  # the command is accepted and changes nothing
+OFFSETS = st.sampled_from((-3600, -1, 0, 1, 3600)) | st.integers(-7200, 7200)
+TX_IDS = st.sampled_from(("tx-1", "tx-2"))
+CONFIRMATIONS = st.integers(0, 8)
+REQUIRED = st.integers(1, 6)
+REFERENCES = st.none() | st.sampled_from(("ref-1", "ref-2"))
+BANK_ACCOUNTS = st.none() | st.sampled_from(("bank-1", "bank-2"))
+MOMENTS = st.integers(0, 10_000).map(lambda seconds: START + timedelta(seconds=seconds))
+PAYMENT_STEP = frozenset({Status.TO_PAYOUT, Status.PAYOUT_CONFIRMING})
+
+Outcome = type[DomainError] | Status | str
+
+
+class Store(Application):
+    """An in-memory event store that stores the domain's value objects as the ledger does."""
+
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
+        super().register_transcodings(transcoder)
+        register_value_objects(transcoder)
+
+
+def statuses_of(kind: TransactionType) -> set[Status]:
+    return {status for edge in ALLOWED_TRANSITIONS[kind] for status in edge}
+
+
+class TransactionMachine(RuleBasedStateMachine):
+    """The commands of both types; a buy machine and a sell machine differ in how they start."""
+
+    kind: TransactionType
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = Store(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+        self.tx: Transaction | None = None
+        self.final: Status | None = None
+
+    def start(self, transaction: Transaction) -> None:
+        self.tx = transaction
+        self.store.save(transaction)
+
+    @property
+    def order(self) -> Order:
+        assert self.tx is not None
+        return self.tx.order
+
+    # --- the check every command goes through -------------------------------------------------------
+
+    def attempt(self, command: Callable[[], Any], expected: Outcome, at: datetime) -> None:
+        tx = self.tx
+        assert tx is not None
+        before = copy.deepcopy(tx)
+        old_status, old_version = tx.status, tx.version
+        try:
+            command()
+        except DomainError as error:
+            assert tx.version == old_version
+            assert tx.pending_events == []
+            assert tx.__dict__ == before.__dict__
+            assert expected is type(error), f"refused with {error!r}, expected {expected}"
+            return
+        new_status = tx.status
+        assert new_status == old_status or (old_status, new_status) in ALLOWED_TRANSITIONS[self.kind]
+        if expected == NOTHING:
+            assert tx.pending_events == []
+            assert tx.__dict__ == before.__dict__
+        else:
+            assert expected == new_status, f"moved to {new_status}, expected {expected}"
+            assert tx.version == old_version + 1
+            assert len(tx.pending_events) == 1
+            assert tx.updated == at
+        self.store.save(tx)
+
+    # --- the model of the contract ------------------------------------------------------------------
+
+    def chain_outcome(
+        self, payment: ChainPayment, kind: TransactionType, sources: tuple[Status, ...]
+    ) -> Outcome | None:
+        """The outcome every chain report shares; None when the report is news to act on."""
+        tx = self.tx
+        assert tx is not None
+        if tx.type != kind:
+            return InvalidStateTransition
+        recorded = tx.payment
+        if recorded is not None:
+            if payment.tx_id != recorded.tx_id:
+                return ChainReportConflict
+            if payment.amount is not None and payment.amount != recorded.amount:
+                return ChainReportConflict
+            if payment.confirmations <= recorded.confirmations:
+                return NOTHING
+            if tx.status in FINAL_STATUSES | PAYMENT_STEP:
+                return NOTHING
+        if tx.status not in sources:
+            return InvalidStateTransition
+        return None
+
+    def payout_outcome(self, payouts: bool, sources: tuple[Status, ...], target: Status) -> Outcome:
+        tx = self.tx
+        assert tx is not None
+        if tx.type != TransactionType.SELL:
+            return InvalidStateTransition
+        if not payouts:
+            return PayoutsFeatureDisabled
+        return target if tx.status in sources else InvalidStateTransition
+
+    # --- rules: the commands ------------------------------------------------------------------------
+
+    @rule(offset=OFFSETS)
+    def commit(self, offset: int) -> None:
+        tx = self.tx
+        assert tx is not None
+        at = tx.valid_until + timedelta(seconds=offset)
+        if tx.status != Status.STAGED:
+            expected: Outcome = TransactionNotStaged
+        elif at > tx.valid_until:
+            expected = TransactionExpired
+        else:
+            expected = Status.SENDING
+        self.attempt(lambda: tx.commit(at), expected, at)
+
+    @rule(offset=OFFSETS)
+    def expire(self, offset: int) -> None:
+        tx = self.tx
+        assert tx is not None
+        at = tx.valid_until + timedelta(seconds=offset)
+        unpaid = tx.status in (Status.STAGED, Status.INITIATED)
+        expected = Status.CANCELLED if unpaid and at > tx.valid_until else InvalidStateTransition
+        self.attempt(lambda: tx.expire(at), expected, at)
+        if expected == Status.CANCELLED:
+            assert tx.cancel_reason == "expired"
+
+    @rule(at=MOMENTS, reason=st.sampled_from(("payment failed", "cancelled by customer")))
+    def cancel(self, at: datetime, reason: str) -> None:
+        tx = self.tx
+        assert tx is not None
+        expected = Status.CANCELLED if tx.status == Status.STAGED else InvalidStateTransition
+        self.attempt(lambda: tx.cancel(at, reason), expected, at)
+        if expected == Status.CANCELLED:
+            assert tx.cancel_reason == reason
+
+    @rule(tx_id=TX_IDS, confirmations=CONFIRMATIONS, required=REQUIRED, at=MOMENTS)
+    def report_sendout(self, tx_id: str, confirmations: int, required: int, at: datetime) -> None:
+        tx = self.tx
+        assert tx is not None
+        payment = ChainPayment(tx_id, confirmations)
+        expected = self.chain_outcome(payment, TransactionType.BUY, (Status.SENDING,))
+        if expected is None:
+            expected = Status.COMPLETED if confirmations >= required else Status.SENDING
+        self.attempt(lambda: tx.report_sendout(payment, required, at), expected, at)
+        if expected in (Status.COMPLETED, Status.SENDING):
+            assert tx.payment == payment
+
+    @rule(
+        tx_id=TX_IDS,
+        confirmations=CONFIRMATIONS,
+        required=REQUIRED,
+        payouts=st.booleans(),
+        amount=st.sampled_from(("expected", "expected, more zeros", "one more", "one less", "half")),
+        at=MOMENTS,
+    )
+    def report_deposit(
+        self,
+        tx_id: str,
+        confirmations: int,
+        required: int,
+        payouts: bool,
+        amount: str,
+        at: datetime,
+    ) -> None:
+        tx = self.tx
+        assert tx is not None
+        expected_amount = self.order.quote.crypto_amount
+        quantum = Decimal(1).scaleb(expected_amount.as_tuple().exponent)  # type: ignore[arg-type]
+        paid = {
+            "expected": expected_amount,
+            "expected, more zeros": Decimal(f"{expected_amount}000"),
+            "one more": expected_amount + quantum,
+            "one less": expected_amount - quantum,
+            "half": expected_amount / 2,
+        }[amount]
+        payment = ChainPayment(tx_id, confirmations, paid)
+        sources = (Status.INITIATED, Status.CONFIRMING)
+        expected = self.chain_outcome(payment, TransactionType.SELL, sources)
+        if expected is None:
+            if paid != expected_amount:
+                expected = Status.BLOCKED
+            elif confirmations < required:
+                expected = Status.CONFIRMING
+            else:
+                expected = Status.TO_PAYOUT if payouts else Status.COMPLETED
+        self.attempt(lambda: tx.report_deposit(payment, required, payouts, at), expected, at)
+        if isinstance(expected, Status):
+            assert tx.payment == payment
+
+    @rule(payouts=st.booleans(), at=MOMENTS, reference=REFERENCES, bank=BANK_ACCOUNTS)
+    def confirm_payout(
+        self, payouts: bool, at: datetime, reference: str | None, bank: str | None
+    ) -> None:
+        tx = self.tx
+        assert tx is not None
+        old_reference = tx.payout_reference
+        expected = self.payout_outcome(payouts, (Status.TO_PAYOUT,), Status.PAYOUT_CONFIRMING)
+        self.attempt(lambda: tx.confirm_payout(payouts, at, reference, bank), expected, at)
+        if expected == Status.PAYOUT_CONFIRMING:
+            assert tx.payout_reference == (reference or old_reference)
+
+    @rule(payouts=st.booleans(), at=MOMENTS, reference=REFERENCES, bank=BANK_ACCOUNTS)
+    def pay_out(self, payouts: bool, at: datetime, reference: str | None, bank: str | None) -> None:
+        tx = self.tx
+        assert tx is not None
+        old_bank = tx.customer_bank_account_id
+        sources = (Status.TO_PAYOUT, Status.PAYOUT_CONFIRMING)
+        expected = self.payout_outcome(payouts, sources, Status.COMPLETED)
+        self.attempt(lambda: tx.pay_out(payouts, at, reference, bank), expected, at)
+        if expected == Status.COMPLETED:
+            assert tx.customer_bank_account_id == (bank or old_bank)
+
+    # --- invariants: the rules ----------------------------------------------------------------------
+
+    @invariant()
+    def status_is_valid_for_the_type(self) -> None:
+        if self.tx is not None:
+            assert self.tx.status in statuses_of(self.kind)
+            assert self.tx.type == self.kind
+
+    @invariant()
+    def final_statuses_never_change(self) -> None:
+        if self.tx is None:
+            return
+        if self.final is not None:
+            assert self.tx.status == self.final
+        elif self.tx.status in FINAL_STATUSES:
+            self.final = self.tx.status
+        assert self.tx.is_open == (self.tx.status not in FINAL_STATUSES)
+
+    @invariant()
+    def amounts_and_fees_add_up(self) -> None:
+        if self.tx is None:
+            return
+        quote = self.tx.order.quote
+        fees = quote.fees.partner_fiat + quote.fees.bank_fiat + quote.fees.network_fiat
+        crypto, fiat = balance_mutation(self.tx.order)
+        if self.kind == TransactionType.BUY:
+            assert quote.fiat_value == quote.crypto_value + fees
+            assert (crypto, fiat) == (0, 0)
+        else:
+            assert quote.crypto_value == quote.fiat_value + fees
+            assert (crypto, fiat) == (-quote.crypto_amount, quote.fiat_value)
+        assert quote.crypto_amount > 0
+
+    @invariant()
+    def the_aggregate_reloaded_from_the_store_equals_the_one_in_memory(self) -> None:
+        if self.tx is None:
+            return
+        assert self.tx.pending_events == []
+        reloaded = self.store.repository.get(self.tx.id)
+        assert reloaded.__dict__ == self.tx.__dict__
+
+
+class BuyMachine(TransactionMachine):
+    kind = TransactionType.BUY
+
+    @initialize(order=orders(TransactionType.BUY), minutes=st.integers(1, 60))
+    def stage(self, order: Order, minutes: int) -> None:
+        tx = Transaction.stage_buy(order, START, START + timedelta(minutes=minutes))
+        assert tx.status == Status.STAGED
+        self.start(tx)
+
+
+class SellMachine(TransactionMachine):
+    kind = TransactionType.SELL
+
+    @initialize(order=orders(TransactionType.SELL), minutes=st.integers(1, 60))
+    def initiate(self, order: Order, minutes: int) -> None:
+        tx = Transaction.initiate_sell(order, START, START + timedelta(minutes=minutes))
+        assert tx.status == Status.INITIATED
+        self.start(tx)
+
+
+MACHINE_SETTINGS = settings(max_examples=60, stateful_step_count=30, deadline=None)
+BuyMachine.TestCase.settings = MACHINE_SETTINGS
+SellMachine.TestCase.settings = MACHINE_SETTINGS
+TestBuyTransactionMovesOnlyAlongAllowedEdges = BuyMachine.TestCase
+TestSellTransactionMovesOnlyAlongAllowedEdges = SellMachine.TestCase
