@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import random
 import secrets
+import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -50,6 +52,9 @@ class LedgerBase(Application):
         self.prices = prices
         self.addresses = addresses
         self.clock = clock or SystemClock()
+        self._sweeping = threading.Lock()  # one expiry sweep at a time (see Settlement.expire_overdue)
+        self._deadlines: dict[str, tuple[str, str, datetime]] = {}
+        self._scanned = 0
         super().__init__(env)
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from application.base import LedgerBase
 from application.commands import LimitUsage
 from domain.account import Account, account_code_for
@@ -107,7 +109,7 @@ class Customers(LedgerBase):
                 key = period_key(period, now)
                 window = self.find(LimitWindow.create_id(partner, customer_code, direction, key))
                 limit = level.limit(direction, period)
-                used = window.used if window else 0
+                used = window.used if window else Decimal(0)
                 usages.append(
                     LimitUsage(
                         direction=direction,
@@ -116,7 +118,7 @@ class Customers(LedgerBase):
                         currency=self.settings.base_currency,
                         limit=limit,
                         used=used,
-                        remaining=max(limit - used, 0),
+                        remaining=max(limit - used, Decimal(0)),
                     )
                 )
         return usages

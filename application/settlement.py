@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from eventsourcing.persistence import Notification
 
 from application.commands import DepositReport, SendoutReport
 from application.trading import Trading
 from domain.deposits import DepositAddress
 from domain.errors import DepositAddressUnknown, InvalidStateTransition
+from domain.pricing import check_amount
 from domain.transaction import ChainPayment, Transaction
 
 OPENING_TOPICS = ("Transaction.Staged", "Transaction.Initiated")
@@ -19,6 +18,7 @@ class Settlement(Trading):
     def report_deposit(self, partner: str, report: DepositReport) -> Transaction:
         """The customer's payment to a sell's deposit address, with its confirmations so far."""
         self.desk.crypto(report.crypto)
+        check_amount(self.settings.crypto_asset(report.crypto), report.crypto_amount, "cryptoAmount")
         index = self.find(DepositAddress.create_id(report.crypto, report.address))
         if index is None or index.partner != partner:
             raise DepositAddressUnknown(
@@ -92,24 +92,22 @@ class Settlement(Trading):
         Reads the application's own event log for the transactions opened since the last sweep and
         keeps the open ones in memory, so a sweep costs what was recorded since the last one.
         """
-        self._scan_openings(batch)
-        now = self.clock.now()
-        expired = []
-        for key, (partner, code, valid_until) in list(self._deadlines.items()):
-            if valid_until >= now:
-                continue
-            try:
-                self.expire(partner, code)
-                expired.append(code)
-            except InvalidStateTransition:
-                pass  # committed, paid or already cancelled meanwhile
-            del self._deadlines[key]
-        return expired
+        with self._sweeping:
+            self._scan_openings(batch)
+            now = self.clock.now()
+            expired = []
+            for key, (partner, code, valid_until) in list(self._deadlines.items()):
+                if valid_until >= now:
+                    continue
+                try:
+                    self.expire(partner, code)
+                    expired.append(code)
+                except InvalidStateTransition:
+                    pass  # committed, paid or already cancelled meanwhile
+                del self._deadlines[key]
+            return expired
 
     def _scan_openings(self, batch: int) -> None:
-        if not hasattr(self, "_deadlines"):
-            self._deadlines: dict[str, tuple[str, str, datetime]] = {}
-            self._scanned = 0
         while True:
             notifications = self.recorder.select_notifications(
                 start=self._scanned + 1, limit=batch, topics=self._opening_topics()

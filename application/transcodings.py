@@ -12,22 +12,30 @@ from domain.transaction import ChainPayment, Order
 
 
 class DataclassAsDict(Transcoding):
-    """Stores a frozen dataclass as its fields; nested values are transcoded by their own rules."""
+    """Stores a frozen dataclass as its fields; nested values are transcoded by their own rules.
 
-    def __init__(self, cls: type) -> None:
+    Fields named in `free_form` hold partners' own string dictionaries; they are stored as lists of
+    pairs, because a partner's keys could otherwise look like the transcoder's own tags (`_type_`).
+    """
+
+    def __init__(self, cls: type, free_form: tuple[str, ...] = ()) -> None:
         self.type = cls
         self.name = cls.__name__
+        self.free_form = free_form
 
     def encode(self, obj: Any) -> dict[str, Any]:
-        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        for name in self.free_form:
+            fields[name] = [[key, value] for key, value in fields[name].items()]
+        return fields
 
     def decode(self, data: dict[str, Any]) -> Any:
+        for name in self.free_form:
+            data[name] = {key: value for key, value in data[name]}
         return self.type(**data)
 
 
-VALUE_OBJECTS = (Fees, Quote, Order, ChainPayment)
-
-
 def register_value_objects(transcoder: JSONTranscoder) -> None:
-    for cls in VALUE_OBJECTS:
+    for cls in (Fees, Quote, ChainPayment):
         transcoder.register(DataclassAsDict(cls))
+    transcoder.register(DataclassAsDict(Order, free_form=("data",)))

@@ -151,7 +151,9 @@ def quote_sell_for_payout(
     """A sell that pays out `payout`: the crypto to sell covers payout and fees, rounded up."""
     check_amount(terms.fiat, payout, "fiatValue")
     price = executed_price(terms, market, requested_price)
-    nominal = _fees(terms, price, terms.fiat.nearest(multiply(terms.fee_rate, payout)))
+    # The partner fee rounds up here, so that selling the quoted crypto by cryptoAmount pays out at
+    # least `payout` again: both ways, the partner fee is at least fee_rate x payout.
+    nominal = _fees(terms, price, terms.fiat.up(multiply(terms.fee_rate, payout)))
     needed = add(payout, nominal.total_fiat)
     crypto_amount = terms.crypto.up(divide(needed, price))
     crypto_value = terms.fiat.down(multiply(crypto_amount, price))

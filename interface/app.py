@@ -8,12 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from litestar import Litestar, Response, get
+from litestar import Litestar, Request, Response, get
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
-from litestar.openapi import OpenAPIConfig
-from litestar.openapi.spec import Components, SecurityScheme
 from litestar.serialization import default_serializer
 from psycopg_pool import ConnectionPool
 
@@ -25,6 +23,7 @@ from application.ledger import Ledger
 from application.ports import SystemClock
 from application.settings import Settings, load_settings
 from interface.auth import FailedAttempts, TokenService
+from interface.bodies import StrictJsonRequest
 from interface.controllers.buys import BrokerBuyController
 from interface.controllers.chain import ChainController
 from interface.controllers.custodian import CustodianTransactionController
@@ -33,6 +32,7 @@ from interface.controllers.prices import PriceController
 from interface.controllers.sells import BrokerSellController
 from interface.controllers.tokens import TokenController
 from interface.idempotency import MAX_BODY, IdempotencyMiddleware, IdempotencyStore
+from interface.openapi import openapi_config
 from interface.problems import EXCEPTION_HANDLERS
 from interface.security import UNAUTHENTICATED_PATHS, BearerAuthentication
 
@@ -114,22 +114,19 @@ def health(state: State) -> dict[str, str]:
     return {"status": "ok"}
 
 
+def allow_every_method(request: Request) -> Response | None:
+    """Answers OPTIONS with every method of the path. Litestar 2 lists only the first handler registered on
+    a path (litestar-org/litestar#4169, fixed in 3), e.g. PUT but not GET for /customer/{code}."""
+    if request.method != "OPTIONS":
+        return None
+    paths = request.route_handler.paths
+    methods = {method for route in request.app.routes if route.path in paths for method in route.methods}
+    return Response(None, status_code=204, headers={"Allow": ", ".join(sorted(methods))})
+
+
 def create_app(runtime: Runtime | None = None) -> Litestar:
     """The HTTP application. Without a runtime (as a server worker's factory) it wires one itself."""
     runtime = runtime or build_runtime()
-    openapi = OpenAPIConfig(
-        title="Broker Ledger",
-        version="1.2",
-        description="Buy and sell crypto-currency for fiat on behalf of a broker platform's customers.",
-        path="/schema",
-        components=Components(
-            security_schemes={
-                "bearer": SecurityScheme(type="http", scheme="bearer", bearer_format="JWT"),
-            }
-        ),
-        security=[{"bearer": []}],
-        use_handler_docstrings=True,
-    )
     return Litestar(
         route_handlers=[
             health,
@@ -147,8 +144,10 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
             IdempotencyMiddleware(),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
+        before_request=allow_every_method,
+        request_class=StrictJsonRequest,
         response_class=LedgerResponse,
-        openapi_config=openapi,
+        openapi_config=openapi_config(),
         request_max_body_size=MAX_BODY,
         state=State(
             {

@@ -118,10 +118,11 @@ def token(*, client: str, scope: str | None = None, settings: SettingsOption = N
     return 0
 
 
+app.command("interface.serve:serve", name="serve")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point; exits with the command's exit code."""
-    import interface.serve  # noqa: F401  (registers `serve`)
-
     app(list(argv) if argv is not None else None)
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio.to_thread
+from litestar.connection import ASGIConnection
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -142,11 +144,14 @@ class IdempotencyMiddleware(ASGIMiddleware):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         key = _header(scope, HEADER)
-        if scope["method"] not in ("POST", "PUT") or key is None:
+        if scope["method"] not in ("POST", "PUT") or key is None or scope.get("user") is None:
+            # keys are scoped to the partner: routes open without a token (such as /connect/token) have none
             await next_app(scope, receive, send)
             return
         if not 1 <= len(key) <= 255:
             raise ApiProblem(400, "idempotency_key_invalid", "Idempotency-Key must be 1 to 255 characters")
+        # a replay answers for the route, so it needs what the route needs (role, api_version)
+        await scope["route_handler"].authorize_connection(ASGIConnection(scope))
         body = await _read_body(receive)
         partner = scope["user"].partner
         fingerprint = hashlib.sha256(
@@ -170,14 +175,18 @@ class IdempotencyMiddleware(ASGIMiddleware):
         partner: str,
         key: str,
     ) -> None:
-        recorder = _ResponseRecorder(send)
+        async def store_before_the_last_byte(response: StoredResponse) -> bool:
+            """Stored before the client has the whole answer, so a retry right after it finds it done."""
+            if response.status >= 500:
+                return False
+            await anyio.to_thread.run_sync(store.finish, partner, key, response)
+            return True
+
+        recorder = _ResponseRecorder(send, store_before_the_last_byte)
         try:
             await next_app(scope, _replay_body(body), recorder.send)
         finally:
-            response = recorder.response()
-            if response is not None and response.status < 500:
-                await anyio.to_thread.run_sync(store.finish, partner, key, response)
-            else:
+            if not recorder.stored:
                 await anyio.to_thread.run_sync(store.release, partner, key)
 
 
@@ -219,11 +228,13 @@ def _replay_body(body: bytes) -> Receive:
 
 
 class _ResponseRecorder:
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, on_complete: Callable[[StoredResponse], Awaitable[bool]]) -> None:
         self._send = send
+        self._on_complete = on_complete
         self.status: int | None = None
         self.headers: list[tuple[str, str]] = []
         self.chunks: list[bytes] = []
+        self.stored = False
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -235,12 +246,10 @@ class _ResponseRecorder:
             ]
         elif message["type"] == "http.response.body":
             self.chunks.append(message.get("body", b""))
+            if not message.get("more_body", False) and self.status is not None:
+                response = StoredResponse(self.status, self.headers, b"".join(self.chunks))
+                self.stored = await self._on_complete(response)
         await self._send(message)
-
-    def response(self) -> StoredResponse | None:
-        if self.status is None:
-            return None
-        return StoredResponse(self.status, self.headers, b"".join(self.chunks))
 
 
 async def _send_stored(send: Send, stored: StoredResponse) -> None:

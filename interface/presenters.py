@@ -125,8 +125,9 @@ def _transaction_body(
     )
 
 
-def _fiat(asset: Asset, amount: Decimal | None) -> Decimal | None:
-    return None if amount is None else amount.quantize(asset.quantum)
+def _fiat(asset: Asset, amount: Decimal | int | None) -> Decimal | None:
+    """Fiat at its minor unit. The ledger may give a plain int (0 when a limit window is still unused)."""
+    return None if amount is None else Decimal(amount).quantize(asset.quantum)
 
 
 def prices(currency: str, at: datetime, price_list: dict[str, Price]) -> r.Prices:

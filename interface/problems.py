@@ -118,6 +118,9 @@ def _validation_problem(error: ValidationException) -> Response[Problem]:
     extra = error.extra if isinstance(error.extra, list) else []
     if not extra:
         return problem_response(400, "malformed_request", error.detail or "the request could not be read")
+    if {"key": "data", "message": "'data'", "source": "body"} in extra:
+        # how litestar reports a request without the body its handler needs: the missing kwarg's KeyError
+        return problem_response(400, "malformed_request", "this request needs a body")
     errors = [_describe(item) for item in extra]
     source = {item.get("source") for item in extra if isinstance(item, dict)}
     status = 422 if source <= {"body"} else 400

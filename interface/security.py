@@ -36,7 +36,12 @@ class BearerAuthentication(AbstractAuthenticationMiddleware):
 
 
 def authorize(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
-    """The principal must hold one of the route's roles, and the api_version must be the route's."""
+    """The principal must hold one of the route's roles, and the api_version must be the route's.
+
+    OPTIONS is let through unauthenticated (as the middleware does): the framework answers it with the
+    route's `Allow` header only, as CORS preflights need."""
+    if connection.scope["method"] == "OPTIONS":
+        return
     principal: Principal = connection.user
     roles = handler.opt.get("roles", frozenset())
     if not principal.roles & roles:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -13,12 +16,11 @@ from cyclopts import Parameter
 from application.credentials import load_or_create_credentials, var_dir
 from application.database import redact, resolve_database_url
 from application.settings import SETTINGS_ENV
-from interface.cli import USAGE_ERROR, SettingsOption, app, settings_or_none
+from interface.cli import USAGE_ERROR, SettingsOption, settings_or_none
 
 log = logging.getLogger("broker_ledger")
 
 
-@app.command(name="serve")
 def serve(
     *,
     host: str = "127.0.0.1",
@@ -49,8 +51,7 @@ def serve(
         redact(os.environ["DATABASE_URL"]),
         var / "client-secrets.txt",
     )
-    uvicorn.run(
-        "interface.app:create_app",
+    options = dict(
         factory=True,
         host=host,
         port=port,
@@ -59,4 +60,22 @@ def serve(
         access_log=False,
         timeout_graceful_shutdown=10,
     )
+    if workers > 1:  # uvicorn's supervisor forwards SIGTERM to the workers and exits 0
+        uvicorn.run("interface.app:create_app", **options)
+    else:
+        QuietServer(uvicorn.Config("interface.app:create_app", **options)).run()
     return 0
+
+
+class QuietServer(uvicorn.Server):
+    """Stops gracefully on SIGTERM or SIGINT and then returns, so `serve` exits 0 after a clean
+    shutdown (uvicorn's own server re-raises the signal, which ends the process with status 143)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

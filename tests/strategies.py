@@ -81,9 +81,7 @@ def fractions(highest: str, places: int = 4) -> st.SearchStrategy[Decimal]:
 
 
 @st.composite
-def terms(
-    draw: st.DrawFn, fiat: Asset | None = None, crypto: Asset | None = None
-) -> Terms:
+def terms(draw: st.DrawFn, fiat: Asset | None = None, crypto: Asset | None = None) -> Terms:
     """Terms of a payment method: partner fee rate 0..10 %, a fixed bank fee exact at minor units, a fixed
     network fee exact at the crypto's precision, and a wiggle room of 0..20 % each way."""
     fiat = fiat or draw(fiat_assets())

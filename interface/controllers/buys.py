@@ -1,11 +1,18 @@
 from __future__ import annotations
 
 from litestar import Controller, Request, post
+from litestar.params import JSONBody
 
 from application.commands import BuyRequest
-from application.ledger import Ledger
 from interface import presenters
-from interface.controllers.common import IdempotencyKey, code_for, principal, problems, version_header
+from interface.controllers.common import (
+    IdempotencyKey,
+    LedgerDep,
+    code_for,
+    principal,
+    problems,
+    version_header,
+)
 from interface.schemas import responses as r
 from interface.schemas.requests import BrokerBuy, BrokerBuyCreate
 from interface.security import BROKER, authorize, roles
@@ -44,7 +51,7 @@ class BrokerBuyController(Controller):
         sync_to_thread=True,
     )
     def simulate(
-        self, request: Request, data: BrokerBuy, ledger: Ledger, idempotency_key: IdempotencyKey
+        self, request: Request, data: JSONBody[BrokerBuy], ledger: LedgerDep, idempotency_key: IdempotencyKey
     ) -> r.TransactionEnvelope:
         """Prices a buy without executing anything (status SIMULATED)."""
         order = ledger.simulate_buy(principal(request).partner, buy_request(data))
@@ -58,7 +65,11 @@ class BrokerBuyController(Controller):
         sync_to_thread=True,
     )
     def create(
-        self, request: Request, data: BrokerBuyCreate, ledger: Ledger, idempotency_key: IdempotencyKey
+        self,
+        request: Request,
+        data: JSONBody[BrokerBuyCreate],
+        ledger: LedgerDep,
+        idempotency_key: IdempotencyKey,
     ) -> r.TransactionEnvelope:
         """Creates a buy: Sending, or Staged when `stage` is true (commit it in a second step)."""
         transaction = ledger.create_buy(

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from litestar import Controller, Request, post
+from litestar.params import JSONBody
 
 from application.commands import DepositReport, SendoutReport
-from application.ledger import Ledger
 from interface import presenters
-from interface.controllers.common import IdempotencyKey, principal, problems, version_header
+from interface.controllers.common import IdempotencyKey, LedgerDep, principal, problems, version_header
 from interface.schemas import responses as r
 from interface.schemas.requests import ChainDeposit, ChainSendout
 from interface.security import OPERATOR, authorize, roles
@@ -28,7 +28,11 @@ class ChainController(Controller):
         sync_to_thread=True,
     )
     def deposit(
-        self, request: Request, data: ChainDeposit, ledger: Ledger, idempotency_key: IdempotencyKey
+        self,
+        request: Request,
+        data: JSONBody[ChainDeposit],
+        ledger: LedgerDep,
+        idempotency_key: IdempotencyKey,
     ) -> r.TransactionEnvelope:
         """A payment to a sell's deposit address: Confirming, then ToPayout or COMPLETED when confirmed;
         BLOCKED when the amount differs. Idempotent per txId."""
@@ -46,7 +50,11 @@ class ChainController(Controller):
         sync_to_thread=True,
     )
     def sendout(
-        self, request: Request, data: ChainSendout, ledger: Ledger, idempotency_key: IdempotencyKey
+        self,
+        request: Request,
+        data: JSONBody[ChainSendout],
+        ledger: LedgerDep,
+        idempotency_key: IdempotencyKey,
     ) -> r.TransactionEnvelope:
         """Our sendout of a buy: COMPLETED once confirmed. Idempotent per txId."""
         report = SendoutReport(data.transaction_code, data.tx_id, data.confirmations)

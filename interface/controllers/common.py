@@ -5,29 +5,43 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import Request
+from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import Parameter
+from litestar.openapi.spec import Example
+from litestar.params import HeaderParameter, Parameter
 
+from application.ledger import Ledger
 from interface.auth import Principal
 from interface.idempotency import transaction_code_for
 from interface.problems import PROBLEM_JSON, TITLES
+from interface.schemas.base import CODE_PATTERN
 from interface.schemas.responses import Problem
 from interface.versioning import CURRENT, HEADER
 
+LedgerDep = NamedDependency[Ledger]
 IdempotencyKey = Annotated[
     str | None,
-    Parameter(
-        header="Idempotency-Key",
+    HeaderParameter(
+        name="Idempotency-Key",
         required=False,
+        min_length=1,
         max_length=255,
         description="Retry-safe key: the same key and body within 24 h replays the first response",
     ),
 ]
-COMMON_ERRORS = (400, 401, 403, 413, 429)
+
+
+def code_parameter(description: str, example: str | None = None) -> Parameter:
+    """A path segment naming a customer or transaction, with the same rules as codes in bodies."""
+    examples = [Example(value=example)] if example else None
+    return Parameter(
+        description=description, min_length=1, max_length=64, pattern=CODE_PATTERN, examples=examples
+    )
 
 
 def problems(*statuses: int) -> dict[int, ResponseSpec]:
-    """The problem+json responses a route can give, for the API document."""
+    """The problem+json responses of a route's own refusals, for the API document (the ones every route
+    can give, such as 400, 401 or 503, are added to the document by `interface.openapi`)."""
     return {
         status: ResponseSpec(
             data_container=Problem,
@@ -35,15 +49,15 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
             media_type=PROBLEM_JSON,
             generate_examples=False,
         )
-        for status in sorted({*COMMON_ERRORS, *statuses})
+        for status in sorted(statuses)
     }
 
 
 def version_header(version: str = CURRENT) -> dict[str, Any]:
     return {
-        "api_version": Parameter(
-            str,
-            header=HEADER,
+        "api_version": HeaderParameter(
+            annotation=str,
+            name=HEADER,
             required=True,
             const=True,
             default=version,

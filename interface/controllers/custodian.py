@@ -3,16 +3,22 @@ from __future__ import annotations
 from typing import Annotated
 
 from litestar import Controller, Request, post, put
-from litestar.params import Parameter
+from litestar.params import JSONBody
 
-from application.ledger import Ledger
 from interface import presenters
-from interface.controllers.common import IdempotencyKey, principal, problems, version_header
+from interface.controllers.common import (
+    IdempotencyKey,
+    LedgerDep,
+    code_parameter,
+    principal,
+    problems,
+    version_header,
+)
 from interface.schemas import responses as r
 from interface.schemas.requests import PayoutUpdate
 from interface.security import BROKER, OPERATOR, authorize, roles
 
-TransactionCode = Annotated[str, Parameter(description="the transaction's code", max_length=64)]
+TransactionCode = Annotated[str, code_parameter("the transaction's code")]
 
 
 class CustodianTransactionController(Controller):
@@ -30,7 +36,7 @@ class CustodianTransactionController(Controller):
         sync_to_thread=True,
     )
     def commit(
-        self, request: Request, tx_code: TransactionCode, ledger: Ledger, idempotency_key: IdempotencyKey
+        self, request: Request, tx_code: TransactionCode, ledger: LedgerDep, idempotency_key: IdempotencyKey
     ) -> r.TransactionEnvelope:
         """Commits a Staged buy: it becomes Sending. A buy past its validity window is CANCELLED (409)."""
         transaction = ledger.commit(principal(request).partner, tx_code)
@@ -47,9 +53,9 @@ class CustodianTransactionController(Controller):
         self,
         request: Request,
         transaction_code: TransactionCode,
-        ledger: Ledger,
+        ledger: LedgerDep,
         idempotency_key: IdempotencyKey,
-        data: PayoutUpdate | None = None,
+        data: JSONBody[PayoutUpdate | None] = None,
     ) -> r.TransactionEnvelope:
         """Starts the payout of a sell in ToPayout: it becomes PayoutConfirming."""
         data = data or PayoutUpdate()
@@ -72,9 +78,9 @@ class CustodianTransactionController(Controller):
         self,
         request: Request,
         transaction_code: TransactionCode,
-        ledger: Ledger,
+        ledger: LedgerDep,
         idempotency_key: IdempotencyKey,
-        data: PayoutUpdate | None = None,
+        data: JSONBody[PayoutUpdate | None] = None,
     ) -> r.TransactionEnvelope:
         """Records the payout of a sell in ToPayout or PayoutConfirming: it becomes COMPLETED."""
         data = data or PayoutUpdate()

@@ -3,16 +3,24 @@ from __future__ import annotations
 from typing import Annotated
 
 from litestar import Controller, Request, Response, get, post, put
-from litestar.params import Parameter
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import JSONBody
 
-from application.ledger import Ledger
 from interface import presenters
-from interface.controllers.common import IdempotencyKey, principal, problems, version_header
+from interface.controllers.common import (
+    IdempotencyKey,
+    LedgerDep,
+    code_parameter,
+    principal,
+    problems,
+    version_header,
+)
 from interface.schemas import responses as r
-from interface.schemas.requests import AccountCreate, CustomerCode, CustomerCreate, CustomerUpdate
+from interface.schemas.base import EXAMPLE_CUSTOMER
+from interface.schemas.requests import AccountCreate, CustomerCreate, CustomerUpdate
 from interface.security import BROKER, authorize, roles
 
-CodeParam = Annotated[CustomerCode, Parameter(description="the customer's code")]
+CodeParam = Annotated[str, code_parameter("the customer's code", EXAMPLE_CUSTOMER)]
 
 
 class CustomerController(Controller):
@@ -26,7 +34,11 @@ class CustomerController(Controller):
         "/", operation_id="createCustomer", status_code=201, responses=problems(409, 422), sync_to_thread=True
     )
     def create(
-        self, request: Request, data: CustomerCreate, ledger: Ledger, idempotency_key: IdempotencyKey
+        self,
+        request: Request,
+        data: JSONBody[CustomerCreate],
+        ledger: LedgerDep,
+        idempotency_key: IdempotencyKey,
     ) -> r.Customer:
         """Creates a customer, NEW unless `status` says ACTIVE."""
         customer = ledger.register_customer(
@@ -49,8 +61,8 @@ class CustomerController(Controller):
         self,
         request: Request,
         customer_code: CodeParam,
-        data: CustomerUpdate,
-        ledger: Ledger,
+        data: JSONBody[CustomerUpdate],
+        ledger: LedgerDep,
         idempotency_key: IdempotencyKey,
     ) -> r.Customer:
         """Activates a NEW customer (status ACTIVE); activating an active customer changes nothing."""
@@ -59,7 +71,7 @@ class CustomerController(Controller):
         return presenters.customer(customer, ledger.accounts_of(customer))
 
     @get("/{customer_code:str}", operation_id="getCustomer", responses=problems(404), sync_to_thread=True)
-    def read(self, request: Request, customer_code: CodeParam, ledger: Ledger) -> r.Customer:
+    def read(self, request: Request, customer_code: CodeParam, ledger: LedgerDep) -> r.Customer:
         """Reads a customer with its accounts."""
         customer = ledger.customer(principal(request).partner, customer_code)
         return presenters.customer(customer, ledger.accounts_of(customer))
@@ -69,6 +81,7 @@ class CustomerController(Controller):
         operation_id="createAccount",
         status_code=201,
         responses={
+            200: ResponseSpec(r.Account, description="The account of this address existed already"),
             **problems(404, 422),
         },
         sync_to_thread=True,
@@ -77,8 +90,8 @@ class CustomerController(Controller):
         self,
         request: Request,
         customer_code: CodeParam,
-        data: AccountCreate,
-        ledger: Ledger,
+        data: JSONBody[AccountCreate],
+        ledger: LedgerDep,
         idempotency_key: IdempotencyKey,
     ) -> Response[r.Account]:
         """Opens the account of a withdraw address (201), or returns the existing one (200)."""
@@ -93,7 +106,7 @@ class CustomerController(Controller):
         responses=problems(404),
         sync_to_thread=True,
     )
-    def limits(self, request: Request, customer_code: CodeParam, ledger: Ledger) -> r.Limits:
+    def limits(self, request: Request, customer_code: CodeParam, ledger: LedgerDep) -> r.Limits:
         """Limit, used and remaining volume per direction and period, in the base currency."""
         partner = principal(request).partner
         customer = ledger.customer(partner, customer_code)

@@ -1,11 +1,18 @@
 from __future__ import annotations
 
 from litestar import Controller, Request, post
+from litestar.params import JSONBody
 
 from application.commands import SellRequest
-from application.ledger import Ledger
 from interface import presenters
-from interface.controllers.common import IdempotencyKey, code_for, principal, problems, version_header
+from interface.controllers.common import (
+    IdempotencyKey,
+    LedgerDep,
+    code_for,
+    principal,
+    problems,
+    version_header,
+)
 from interface.schemas import responses as r
 from interface.schemas.requests import BrokerSell
 from interface.security import BROKER, authorize, roles
@@ -42,7 +49,7 @@ class BrokerSellController(Controller):
         sync_to_thread=True,
     )
     def simulate(
-        self, request: Request, data: BrokerSell, ledger: Ledger, idempotency_key: IdempotencyKey
+        self, request: Request, data: JSONBody[BrokerSell], ledger: LedgerDep, idempotency_key: IdempotencyKey
     ) -> r.TransactionEnvelope:
         """Prices a sell by fiatValue (the payout wanted) or by cryptoAmount, executing nothing."""
         order = ledger.simulate_sell(principal(request).partner, sell_request(data))
@@ -56,7 +63,7 @@ class BrokerSellController(Controller):
         sync_to_thread=True,
     )
     def create(
-        self, request: Request, data: BrokerSell, ledger: Ledger, idempotency_key: IdempotencyKey
+        self, request: Request, data: JSONBody[BrokerSell], ledger: LedgerDep, idempotency_key: IdempotencyKey
     ) -> r.TransactionEnvelope:
         """Creates a sell (Initiated) with a single-use deposit address for the customer's payment."""
         transaction = ledger.create_sell(

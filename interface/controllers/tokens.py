@@ -4,7 +4,6 @@ import base64
 import binascii
 from typing import Annotated
 
-import msgspec
 from litestar import Controller, Request, post
 from litestar.enums import RequestEncodingType
 from litestar.params import Body
@@ -13,14 +12,8 @@ from application.credentials import Credentials
 from interface.auth import FailedAttempts, InvalidScope, TokenService
 from interface.controllers.common import problems
 from interface.problems import ApiProblem
+from interface.schemas.requests import TokenForm
 from interface.schemas.responses import Token
-
-
-class TokenForm(msgspec.Struct, kw_only=True, frozen=True):
-    grant_type: str
-    client_id: str | None = None
-    client_secret: str | None = None
-    scope: str | None = None
 
 
 def _basic_credentials(request: Request) -> tuple[str, str] | None:
@@ -45,7 +38,7 @@ class TokenController(Controller):
         "/",
         operation_id="issueToken",
         status_code=200,
-        responses=problems(401),
+        responses=problems(401, 429),
         sync_to_thread=True,
         exclude_from_auth=True,
     )

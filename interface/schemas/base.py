@@ -7,5 +7,17 @@ class Body(msgspec.Struct, kw_only=True, frozen=True, rename="camel", forbid_unk
     """Base of every request and response body."""
 
 
-Code = msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:@-]+$")
+CODE_PATTERN = r"^[A-Za-z0-9._:@-]+$"
+Code = msgspec.Meta(min_length=1, max_length=64, pattern=CODE_PATTERN)
 Text = msgspec.Meta(max_length=512)
+
+
+def example(value: object) -> msgspec.Meta:
+    """An example for the API document; the examples together make a request the demo settings accept."""
+    return msgspec.Meta(examples=[value])
+
+
+EXAMPLE_CUSTOMER = "alice"
+# A BTC address of the BIP39 test mnemonic (index 1000, far from the service's own deposit addresses)
+EXAMPLE_ADDRESS = "bc1q2r6gwzc9em5vrywu66qkzpp5ujeep9qp80umeq"
+EXAMPLE_ACCOUNT = "ACC8943623393206284D"  # alice's account of that address, for the demo partner

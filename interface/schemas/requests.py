@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
-from interface.schemas.base import Body, Code, Text
+from interface.schemas.base import (
+    EXAMPLE_ACCOUNT,
+    EXAMPLE_ADDRESS,
+    EXAMPLE_CUSTOMER,
+    Body,
+    Code,
+    Text,
+    example,
+)
 
-CustomerCode = Annotated[str, Code]
-Currency = Annotated[str, msgspec.Meta(min_length=3, max_length=3, pattern=r"^[A-Z]{3}$")]
-CryptoCode = Annotated[str, msgspec.Meta(min_length=2, max_length=10, pattern=r"^[A-Z0-9]+$")]
-Address = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+CustomerCode = Annotated[str, Code, example(EXAMPLE_CUSTOMER)]
+Currency = Annotated[str, msgspec.Meta(min_length=3, max_length=3, pattern=r"^[A-Z]{3}$"), example("EUR")]
+CryptoCode = Annotated[str, msgspec.Meta(min_length=2, max_length=10, pattern=r"^[A-Z0-9]+$"), example("BTC")]
+Address = Annotated[str, msgspec.Meta(min_length=1, max_length=128), example(EXAMPLE_ADDRESS)]
 Metadata = Annotated[
     dict[Annotated[str, msgspec.Meta(max_length=64)], Annotated[str, Text]], msgspec.Meta(max_length=32)
 ]
@@ -20,16 +28,25 @@ OptionalText = Annotated[str, Text] | None
 Amount = Annotated[Decimal, msgspec.Meta(description="decimal amount, a JSON number")]
 
 
+class TokenForm(msgspec.Struct, kw_only=True, frozen=True):
+    """OAuth2 client credentials (RFC 6749 4.4); client_id and client_secret, or HTTP Basic instead."""
+
+    grant_type: Annotated[str, msgspec.Meta(extra_json_schema={"enum": ["client_credentials"]})]
+    client_id: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    client_secret: str | None = None
+    scope: str | None = None
+
+
 class CustomerCreate(Body):
     customer_code: CustomerCode
-    trust_level: Annotated[str, Code]
+    trust_level: Annotated[str, Code, example("Basic")]
     portfolio_code: Annotated[str, Code] | None = None
-    status: str | None = None
+    status: Literal["NEW", "ACTIVE"] | None = None
     currency_code: Currency | None = None
 
 
 class CustomerUpdate(Body):
-    status: str
+    status: Literal["ACTIVE"]
 
 
 class AccountCreate(Body):
@@ -41,9 +58,9 @@ class BrokerBuy(Body):
     customer_code: CustomerCode
     currency_code: Currency
     crypto_code: CryptoCode
-    fiat_value: Amount
+    fiat_value: Annotated[Amount, example(100)]
     destination_address: Address
-    payment_method_code: Annotated[str, Code]
+    payment_method_code: Annotated[str, Code, example("BANK_EUR_BUY")]
     account_code: Annotated[str, Code] | None = None
     bank_account_number: OptionalText = None
     requested_price: Amount | None = None
@@ -59,11 +76,11 @@ class BrokerBuyCreate(BrokerBuy):
 
 class BrokerSell(Body):
     customer_code: CustomerCode
-    account_code: Annotated[str, Code]
+    account_code: Annotated[str, Code, example(EXAMPLE_ACCOUNT)]
     currency_code: Currency
     crypto_code: CryptoCode
-    payment_method_code: Annotated[str, Code]
-    fiat_value: Amount | None = None
+    payment_method_code: Annotated[str, Code, example("BANK_EUR_SELL")]
+    fiat_value: Annotated[Amount, example(100)] | None = None
     crypto_amount: Amount | None = None
     requested_price: Amount | None = None
     callback_url: Annotated[str, msgspec.Meta(max_length=2048)] | None = None

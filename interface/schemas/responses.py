@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import Annotated
 
 import msgspec
 
 from interface.schemas.base import Body
+
+Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
 
 
 class Problem(msgspec.Struct, kw_only=True, frozen=True):
@@ -29,7 +32,7 @@ class Account(Body):
     customer_crypto_address: str
     dc_receive_address: str
     derivation_path: str
-    created: datetime
+    created: Timestamp
 
 
 class Customer(Body):
@@ -38,7 +41,7 @@ class Customer(Body):
     trust_level: str
     status: str
     currency_code: str | None
-    created: datetime
+    created: Timestamp
     accounts: list[Account]
 
 
@@ -94,9 +97,9 @@ class Transaction(Body):
     balance_mutation: BalanceMutation
     payment_reference: str | None
     data: dict[str, str] | None
-    created: datetime
-    updated: datetime
-    valid_until: datetime | None = None
+    created: Timestamp
+    updated: Timestamp
+    valid_until: Timestamp | None = None
     blockchain_transaction_id: str | None = None
     confirmations: int | None = None
 
@@ -108,12 +111,12 @@ class TransactionEnvelope(Body):
 class CryptoPrice(Body):
     buy: Decimal
     sell: Decimal
-    updated: datetime
+    updated: Timestamp
 
 
 class Prices(Body):
     currency_code: str
-    created: datetime
+    created: Timestamp
     prices: dict[str, CryptoPrice]
 
 

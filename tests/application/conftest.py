@@ -7,8 +7,11 @@ and never one of the service's own deposit addresses (those are handed out from 
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -117,3 +120,24 @@ def active_customer_with_btc_account(
         return ledger.customer(partner, code), account
 
     return make
+
+
+@pytest.fixture
+def pooled_env(postgres_env: dict[str, str]) -> dict[str, str]:
+    """This test's schema, with enough connections for every racing thread at once."""
+    return {**postgres_env, "POSTGRES_POOL_SIZE": "20", "POSTGRES_MAX_OVERFLOW": "40"}
+
+
+def race(threads: int, action: Callable[[int], Any]) -> list[Any]:
+    """Runs `action(i)` in `threads` threads released together; each result or raised exception."""
+    start = threading.Barrier(threads)
+
+    def attempt(i: int) -> Any:
+        start.wait()
+        try:
+            return action(i)
+        except Exception as error:
+            return error
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(attempt, range(threads)))

@@ -19,6 +19,7 @@ from domain.errors import (
     InvalidStateTransition,
     PayoutsFeatureDisabled,
     TransactionExpired,
+    TransactionNotFound,
     TransactionNotStaged,
     TrustLevelLimitExceeded,
     TrustLevelUnknown,
@@ -84,9 +85,7 @@ def deposit(
 
 
 def used(ledger: Ledger, partner: str, customer: str, direction: str, period: str = "daily") -> Decimal:
-    [usage] = [
-        u for u in ledger.limits(partner, customer) if u.direction == direction and u.period == period
-    ]
+    [usage] = [u for u in ledger.limits(partner, customer) if u.direction == direction and u.period == period]
     return usage.used
 
 
@@ -210,11 +209,41 @@ def test_a_staged_buy_is_committed_and_completes_once_its_sendout_is_confirmed(l
     assert repeated.version == done.version
 
 
+def test_another_partner_can_neither_see_nor_move_a_transaction(ledger, addresses):
+    register_active(ledger, "demo", "alice")
+    register_active(ledger, "other", "alice")
+    address = addresses.next()
+    open_btc_account(ledger, "demo", "alice", address)
+    staged = buy(ledger, "demo", "alice", address, "100")
+    with pytest.raises(TransactionNotFound):
+        ledger.transaction("other", staged.code)
+    with pytest.raises(TransactionNotFound):
+        ledger.commit("other", staged.code)
+    with pytest.raises(TransactionNotFound):
+        ledger.report_sendout("other", SendoutReport(staged.code, "sendout-1", 1))
+    assert ledger.transaction("demo", staged.code).version == staged.version
+
+
 def test_a_buy_created_without_stage_is_sending(ledger, addresses):
     register_active(ledger, "demo", "alice")
     address = addresses.next()
     open_btc_account(ledger, "demo", "alice", address)
     assert buy(ledger, "demo", "alice", address, "100", stage=False).status == Status.SENDING
+
+
+def test_creating_a_transaction_again_with_its_code_returns_the_first_and_reserves_once(ledger, addresses):
+    register_active(ledger, "demo", "alice")
+    address = addresses.next()
+    account = open_btc_account(ledger, "demo", "alice", address)
+    request = BuyRequest("alice", "EUR", "BTC", Decimal("300"), address, "BANK_EUR_BUY")
+    first = ledger.create_buy("demo", request, stage=True, code="TX-RETRIED-BUY")
+    again = ledger.create_buy("demo", request, stage=True, code="TX-RETRIED-BUY")
+    assert (again.code, again.version) == (first.code, first.version)
+    sale = SellRequest("alice", account.code, "EUR", "BTC", "BANK_EUR_SELL", fiat_value=Decimal("200"))
+    sold = ledger.create_sell("demo", sale, code="TX-RETRIED-SELL")
+    assert ledger.create_sell("demo", sale, code="TX-RETRIED-SELL").order == sold.order
+    assert used(ledger, "demo", "alice", "buy") == Decimal("300")
+    assert used(ledger, "demo", "alice", "sell") == Decimal("200")
 
 
 def test_only_a_staged_buy_can_be_committed(ledger, addresses):
@@ -303,8 +332,10 @@ def test_a_new_ledger_instance_sweeps_what_another_one_opened(make_ledger, ledge
     address = addresses.next()
     open_btc_account(ledger, "demo", "alice", address)
     staged = buy(ledger, "demo", "alice", address, "100")
+    others = [buy(ledger, "demo", "alice", address, "10", stage=i == 1) for i in range(3)]
     clock.advance(minutes=31)
-    assert make_ledger().expire_overdue() == [staged.code]
+    swept = make_ledger().expire_overdue(batch=2)  # reads the log two openings at a time
+    assert sorted(swept) == sorted([staged.code, others[1].code])
     assert ledger.expire_overdue() == []
 
 

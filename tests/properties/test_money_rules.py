@@ -37,7 +37,7 @@ from tests.strategies import (
     terms,
 )
 
-FAST = settings(max_examples=150, deadline=None)
+FAST = settings(max_examples=100, deadline=None)
 ETH = Asset("ETH", 18)
 EUR = Asset("EUR", 2)
 
@@ -86,9 +86,7 @@ def any_decimals(draw: st.DrawFn) -> Decimal:
 
 @FAST
 @given(asset=assets(), amount=any_decimals())
-def test_rounding_down_and_up_bracket_the_amount_within_one_quantum(
-    asset: Asset, amount: Decimal
-) -> None:
+def test_rounding_down_and_up_bracket_the_amount_within_one_quantum(asset: Asset, amount: Decimal) -> None:
     down, up = asset.down(amount), asset.up(amount)
     assert down <= amount <= up
     assert subtract(up, down) <= asset.quantum
@@ -224,7 +222,7 @@ def test_a_sell_for_a_payout_sells_crypto_worth_exactly_the_payout_plus_all_fees
 ) -> None:
     payout = data.draw(fiat_amounts(terms_.fiat))
     quote = quote_sell_for_payout(terms_, price, payout)
-    nominal = terms_.fiat.nearest(multiply(terms_.fee_rate, payout))
+    nominal = terms_.fiat.up(multiply(terms_.fee_rate, payout))
     needed = payout + nominal + terms_.bank_fee + quote.fees.network_fiat
     assert quote.fiat_value == payout
     assert quote.requested_fiat == payout
@@ -238,6 +236,18 @@ def test_a_sell_for_a_payout_sells_crypto_worth_exactly_the_payout_plus_all_fees
     assert quote.fees.partner_fiat < bound
     assert_fields_exact(terms_, quote)
     crypto_fee_equivalents_match(terms_, quote)
+
+
+@FAST
+@given(terms_=terms(), price=prices(), data=st.data())
+def test_selling_the_crypto_quoted_for_a_payout_pays_out_at_least_that_payout(
+    terms_: Terms, price: Decimal, data: st.DataObject
+) -> None:
+    payout = data.draw(fiat_amounts(terms_.fiat))
+    by_payout = quote_sell_for_payout(terms_, price, payout)
+    by_crypto = quote_sell_of_crypto(terms_, price, by_payout.crypto_amount)
+    assert by_crypto.crypto_value == by_payout.crypto_value
+    assert by_crypto.fiat_value >= payout
 
 
 # --- Sell of a crypto amount ------------------------------------------------------------------------

@@ -44,12 +44,30 @@ from tests.strategies import orders
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 NOTHING = "nothing recorded"  # the command is accepted and changes nothing
 OFFSETS = st.sampled_from((-3600, -1, 0, 1, 3600)) | st.integers(-7200, 7200)
-TX_IDS = st.sampled_from(("tx-1", "tx-2"))
+TX_IDS = st.sampled_from(("tx-1", "tx-1", "tx-1", "tx-2"))
 CONFIRMATIONS = st.integers(0, 8)
 REQUIRED = st.integers(1, 6)
 REFERENCES = st.none() | st.sampled_from(("ref-1", "ref-2"))
 BANK_ACCOUNTS = st.none() | st.sampled_from(("bank-1", "bank-2"))
 MOMENTS = st.integers(0, 10_000).map(lambda seconds: START + timedelta(seconds=seconds))
+PAYOUTS_FEATURE = st.sampled_from((True, True, True, False))
+REASONS = st.sampled_from(("payment failed", "cancelled by customer"))
+PAID_AMOUNTS = st.sampled_from(
+    ("expected",) * 4 + ("expected, more zeros",) * 2 + ("one more", "one less", "half")
+)
+DEPOSIT_REPORTS = st.fixed_dictionaries(
+    {
+        "tx_id": TX_IDS,
+        "confirmations": CONFIRMATIONS,
+        "required": REQUIRED,
+        "payouts": PAYOUTS_FEATURE,
+        "amount": PAID_AMOUNTS,
+        "at": MOMENTS,
+    }
+)
+PAYOUTS = st.fixed_dictionaries(
+    {"payouts": PAYOUTS_FEATURE, "at": MOMENTS, "reference": REFERENCES, "bank": BANK_ACCOUNTS}
+)
 PAYMENT_STEP = frozenset({Status.TO_PAYOUT, Status.PAYOUT_CONFIRMING})
 
 Outcome = type[DomainError] | Status | str
@@ -147,10 +165,9 @@ class TransactionMachine(RuleBasedStateMachine):
             return PayoutsFeatureDisabled
         return target if tx.status in sources else InvalidStateTransition
 
-    # --- rules: the commands ------------------------------------------------------------------------
+    # --- the commands, each checked against the model ------------------------------------------------
 
-    @rule(offset=OFFSETS)
-    def commit(self, offset: int) -> None:
+    def do_commit(self, offset: int) -> None:
         tx = self.tx
         assert tx is not None
         at = tx.valid_until + timedelta(seconds=offset)
@@ -162,8 +179,7 @@ class TransactionMachine(RuleBasedStateMachine):
             expected = Status.SENDING
         self.attempt(lambda: tx.commit(at), expected, at)
 
-    @rule(offset=OFFSETS)
-    def expire(self, offset: int) -> None:
+    def do_expire(self, offset: int) -> None:
         tx = self.tx
         assert tx is not None
         at = tx.valid_until + timedelta(seconds=offset)
@@ -173,8 +189,7 @@ class TransactionMachine(RuleBasedStateMachine):
         if expected == Status.CANCELLED:
             assert tx.cancel_reason == "expired"
 
-    @rule(at=MOMENTS, reason=st.sampled_from(("payment failed", "cancelled by customer")))
-    def cancel(self, at: datetime, reason: str) -> None:
+    def do_cancel(self, at: datetime, reason: str) -> None:
         tx = self.tx
         assert tx is not None
         expected = Status.CANCELLED if tx.status == Status.STAGED else InvalidStateTransition
@@ -182,8 +197,7 @@ class TransactionMachine(RuleBasedStateMachine):
         if expected == Status.CANCELLED:
             assert tx.cancel_reason == reason
 
-    @rule(tx_id=TX_IDS, confirmations=CONFIRMATIONS, required=REQUIRED, at=MOMENTS)
-    def report_sendout(self, tx_id: str, confirmations: int, required: int, at: datetime) -> None:
+    def do_report_sendout(self, tx_id: str, confirmations: int, required: int, at: datetime) -> None:
         tx = self.tx
         assert tx is not None
         payment = ChainPayment(tx_id, confirmations)
@@ -194,15 +208,7 @@ class TransactionMachine(RuleBasedStateMachine):
         if expected in (Status.COMPLETED, Status.SENDING):
             assert tx.payment == payment
 
-    @rule(
-        tx_id=TX_IDS,
-        confirmations=CONFIRMATIONS,
-        required=REQUIRED,
-        payouts=st.booleans(),
-        amount=st.sampled_from(("expected", "expected, more zeros", "one more", "one less", "half")),
-        at=MOMENTS,
-    )
-    def report_deposit(
+    def do_report_deposit(
         self,
         tx_id: str,
         confirmations: int,
@@ -236,10 +242,7 @@ class TransactionMachine(RuleBasedStateMachine):
         if isinstance(expected, Status):
             assert tx.payment == payment
 
-    @rule(payouts=st.booleans(), at=MOMENTS, reference=REFERENCES, bank=BANK_ACCOUNTS)
-    def confirm_payout(
-        self, payouts: bool, at: datetime, reference: str | None, bank: str | None
-    ) -> None:
+    def do_confirm_payout(self, payouts: bool, at: datetime, reference: str | None, bank: str | None) -> None:
         tx = self.tx
         assert tx is not None
         old_reference = tx.payout_reference
@@ -248,8 +251,7 @@ class TransactionMachine(RuleBasedStateMachine):
         if expected == Status.PAYOUT_CONFIRMING:
             assert tx.payout_reference == (reference or old_reference)
 
-    @rule(payouts=st.booleans(), at=MOMENTS, reference=REFERENCES, bank=BANK_ACCOUNTS)
-    def pay_out(self, payouts: bool, at: datetime, reference: str | None, bank: str | None) -> None:
+    def do_pay_out(self, payouts: bool, at: datetime, reference: str | None, bank: str | None) -> None:
         tx = self.tx
         assert tx is not None
         old_bank = tx.customer_bank_account_id
@@ -310,6 +312,31 @@ class BuyMachine(TransactionMachine):
         assert tx.status == Status.STAGED
         self.start(tx)
 
+    @rule(offset=OFFSETS)
+    def commit(self, offset: int) -> None:
+        self.do_commit(offset)
+
+    @rule(offset=OFFSETS)
+    def expire(self, offset: int) -> None:
+        self.do_expire(offset)
+
+    @rule(at=MOMENTS, reason=REASONS)
+    def cancel(self, at: datetime, reason: str) -> None:
+        self.do_cancel(at, reason)
+
+    @rule(tx_id=TX_IDS, confirmations=CONFIRMATIONS, required=REQUIRED, at=MOMENTS)
+    def report_sendout(self, tx_id: str, confirmations: int, required: int, at: datetime) -> None:
+        self.do_report_sendout(tx_id, confirmations, required, at)
+
+    @rule(data=st.data())
+    def a_sell_command(self, data: st.DataObject) -> None:
+        """A command of sells sent to a buy: always refused, whatever the status."""
+        command = data.draw(st.sampled_from(("report_deposit", "confirm_payout", "pay_out")))
+        if command == "report_deposit":
+            self.do_report_deposit(**data.draw(DEPOSIT_REPORTS))
+        else:
+            getattr(self, f"do_{command}")(**data.draw(PAYOUTS))
+
 
 class SellMachine(TransactionMachine):
     kind = TransactionType.SELL
@@ -320,8 +347,37 @@ class SellMachine(TransactionMachine):
         assert tx.status == Status.INITIATED
         self.start(tx)
 
+    @rule(report=DEPOSIT_REPORTS)
+    def report_deposit(self, report: dict[str, Any]) -> None:
+        self.do_report_deposit(**report)
 
-MACHINE_SETTINGS = settings(max_examples=60, stateful_step_count=30, deadline=None)
+    @rule(payout=PAYOUTS)
+    def confirm_payout(self, payout: dict[str, Any]) -> None:
+        self.do_confirm_payout(**payout)
+
+    @rule(payout=PAYOUTS)
+    def pay_out(self, payout: dict[str, Any]) -> None:
+        self.do_pay_out(**payout)
+
+    @rule(offset=OFFSETS)
+    def expire(self, offset: int) -> None:
+        self.do_expire(offset)
+
+    @rule(data=st.data())
+    def a_buy_command(self, data: st.DataObject) -> None:
+        """A command of buys sent to a sell: always refused, whatever the status."""
+        command = data.draw(st.sampled_from(("commit", "cancel", "report_sendout")))
+        if command == "commit":
+            self.do_commit(data.draw(OFFSETS))
+        elif command == "cancel":
+            self.do_cancel(data.draw(MOMENTS), data.draw(REASONS))
+        else:
+            self.do_report_sendout(
+                data.draw(TX_IDS), data.draw(CONFIRMATIONS), data.draw(REQUIRED), data.draw(MOMENTS)
+            )
+
+
+MACHINE_SETTINGS = settings(max_examples=80, stateful_step_count=25, deadline=None)
 BuyMachine.TestCase.settings = MACHINE_SETTINGS
 SellMachine.TestCase.settings = MACHINE_SETTINGS
 TestBuyTransactionMovesOnlyAlongAllowedEdges = BuyMachine.TestCase

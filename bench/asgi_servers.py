@@ -1,0 +1,182 @@
+"""Measures the broker API under uvicorn and under granian, side by side, with wrk.
+
+Usage: .venv/bin/python bench/asgi_servers.py [--seconds 10] [--connections 64] [--workers 2]
+
+Each server runs the real application (`interface.app:create_app`) with the same number of workers on a
+fresh database of the PostgreSQL at $DATABASE_URL (default: the local server on 127.0.0.1:5432). Two
+workloads: GET /prices/EUR (token, version, routing, encoding: no database) and POST /brokerbuy/simulate
+(also loads the customer and the account from the event store). Prints requests/s and latency per server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+SERVERS = {
+    "uvicorn": lambda port, workers: [
+        str(VENV_BIN / "uvicorn"),
+        "--factory",
+        "interface.app:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--no-access-log",
+        "--log-level",
+        "warning",
+    ],
+    "granian": lambda port, workers: [
+        str(VENV_BIN / "granian"),
+        "--interface",
+        "asgi",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--log-level",
+        "warning",
+        "interface.app:create_app",
+    ],
+}
+CUSTOMER_ADDRESS = "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def fresh_database(server_url: str) -> str:
+    name = f"bench_{secrets.token_hex(4)}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return re.sub(r"/[^/?]*(\?|$)", f"/{name}\\1", server_url, count=1)
+
+
+def start(name: str, port: int, workers: int, env: dict[str, str]) -> subprocess.Popen:
+    process = subprocess.Popen(
+        SERVERS[name](port, workers), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    process.kill()
+    raise RuntimeError(f"{name} did not start: {process.stderr.read().decode()[-2000:]}")
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def token(env: dict[str, str]) -> str:
+    command = [str(VENV_BIN / "broker-ledger"), "token", "--client", "demo-broker"]
+    return subprocess.check_output(command, env=env, cwd=ROOT, text=True).strip()
+
+
+def prepare_customer(base: str, headers: dict[str, str], code: str) -> None:
+    with httpx.Client(base_url=base, headers=headers) as client:
+        client.post("/customer", json={"customerCode": code, "trustLevel": "Plus", "status": "ACTIVE"})
+        client.post(f"/customer/{code}/accounts", json={"customerCryptoAddress": CUSTOMER_ADDRESS})
+
+
+def wrk(url: str, headers: dict[str, str], seconds: int, connections: int, body: dict | None) -> dict:
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    if body is not None:
+        script = Path(tempfile.mkdtemp(prefix="bl-wrk-")) / "post.lua"
+        script.write_text(f'wrk.method = "POST"\nwrk.body = {json.dumps(json.dumps(body))}\n')
+        command += ["-s", str(script)]
+    output = subprocess.check_output([*command, url], text=True)
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        "p50": re.search(r"50%\s+(\S+)", output).group(1),
+        "p99": re.search(r"99%\s+(\S+)", output).group(1),
+        "non2xx": int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", output)) else 0,
+    }
+
+
+def measure(name: str, args: argparse.Namespace, server_url: str) -> dict[str, dict]:
+    var = tempfile.mkdtemp(prefix="bl-bench-")
+    env = dict(os.environ, DATABASE_URL=fresh_database(server_url), BROKER_LEDGER_VAR=var)
+    port = free_port()
+    process = start(name, port, args.workers, env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        headers = {
+            "Authorization": f"Bearer {token(env)}",
+            "api_version": "1.2",
+            "Content-Type": "application/json",
+        }
+        prepare_customer(base, headers, "bench")
+        simulate = {
+            "customerCode": "bench",
+            "currencyCode": "EUR",
+            "cryptoCode": "BTC",
+            "fiatValue": 100,
+            "destinationAddress": CUSTOMER_ADDRESS,
+            "paymentMethodCode": "BANK_EUR_BUY",
+        }
+        return {
+            "GET /prices/EUR": wrk(f"{base}/prices/EUR", headers, args.seconds, args.connections, None),
+            "POST /brokerbuy/simulate": wrk(
+                f"{base}/brokerbuy/simulate", headers, args.seconds, args.connections, simulate
+            ),
+        }
+    finally:
+        stop(process)
+        shutil.rmtree(var, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is needed: apt-get install wrk")
+    server_url = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+    print(f"{args.workers} workers, {args.connections} connections, {args.seconds} s per run")
+    print(f"{'server':10} {'workload':28} {'req/s':>9} {'p50':>9} {'p99':>9} {'non-2xx':>8}")
+    for name in SERVERS:
+        for workload, figures in measure(name, args, server_url).items():
+            print(
+                f"{name:10} {workload:28} {figures['rps']:9.0f} {figures['p50']:>9} {figures['p99']:>9} "
+                f"{figures['non2xx']:8d}"
+            )
+
+
+if __name__ == "__main__":
+    main()

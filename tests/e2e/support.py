@@ -1,0 +1,316 @@
+"""What the end-to-end tests share: the server process, HTTP clients per role, exact JSON, problem checks.
+
+The tests talk to a real `broker-ledger serve` process over HTTP, as a broker platform would. Request bodies
+are encoded with decimals as JSON numbers and responses are parsed with `parse_float=Decimal`, so amounts are
+compared exactly, never as floats.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from application.adapters.addresses import Bip32AddressBook
+from application.settings import DEFAULT_SETTINGS, load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+API_VERSION = "1.2"
+PROBLEM_JSON = "application/problem+json"
+START_TIMEOUT_SECONDS = 60
+STOP_TIMEOUT_SECONDS = 15
+CLIENTS = ("demo-broker", "demo-operator", "demo-auditor", "other-broker")
+PROBLEM_MEMBERS = {"type", "title", "status", "detail", "code", "errors"}
+# `python -m interface.cli serve` answers 'Unknown command "serve"' (see test_server_process.py): run as
+# __main__, the module's `app` is not the one `interface.serve` registers the command on. The console
+# script's entry point, `interface.cli:main`, is started instead, with the same interpreter.
+SERVE_COMMAND = [sys.executable, "-c", "from interface.cli import main; main()", "serve"]
+INHERITED_NOT = ("BROKER_LEDGER_SETTINGS", "BROKER_LEDGER_TOKEN_KEY")  # the demo settings, keys from var/
+FIRST_CUSTOMER_ADDRESS_INDEX = 5000  # the service hands out its deposit addresses from index 0 up
+
+CENT = Decimal("0.01")
+SATOSHI = Decimal("0.00000001")
+ENCODER = msgspec.json.Encoder(decimal_format="number")
+
+
+# --- the server process ---------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def log_tail(log: Path, lines: int = 60) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "<no log>"
+
+
+@contextlib.contextmanager
+def running_server(
+    database_url: str,
+    var: Path,
+    log: Path,
+    *,
+    workers: int = 2,
+    settings: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    """Starts `broker-ledger serve` on a free port, yields its base URL once /health answers 200, and at
+    the end sends SIGTERM and checks that it exits with 0 within STOP_TIMEOUT_SECONDS."""
+    port = free_port()
+    environment = {key: value for key, value in os.environ.items() if key not in INHERITED_NOT}
+    environment.update(BROKER_LEDGER_VAR=str(var), DATABASE_URL=database_url, PYTHONUNBUFFERED="1")
+    environment.update(env or {})
+    command = [*SERVE_COMMAND, "--port", str(port), "--workers", str(workers)]
+    if settings is not None:
+        command += ["--settings", str(settings)]
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_healthy(process, base_url, log)
+        yield base_url
+    except BaseException:
+        _kill(process)
+        raise
+    process.send_signal(signal.SIGTERM)
+    try:
+        code = process.wait(timeout=STOP_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        _kill(process)
+        pytest.fail(f"the server did not stop within {STOP_TIMEOUT_SECONDS} s of SIGTERM\n{log_tail(log)}")
+    assert code == 0, f"the server exited with {code} after SIGTERM\n{log_tail(log)}"
+
+
+def _wait_until_healthy(process: subprocess.Popen[bytes], base_url: str, log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"the server exited with {process.returncode} while starting\n{log_tail(log)}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{base_url}/health", timeout=2).status_code == 200:
+                return
+        time.sleep(0.2)
+    pytest.fail(f"GET /health did not answer 200 within {START_TIMEOUT_SECONDS} s\n{log_tail(log)}")
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """Kills the server and its workers: the process group the server leads (started with a new session)."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def client_secrets(var: Path) -> dict[str, str]:
+    """The generated client secrets, `client_id=secret` per line; a client's last line wins."""
+    found: dict[str, str] = {}
+    for line in (var / "client-secrets.txt").read_text().splitlines():
+        client_id, separator, secret = line.partition("=")
+        if separator:
+            found[client_id.strip()] = secret.strip()
+    return found
+
+
+def signing_key(var: Path) -> bytes:
+    stored = json.loads((var / "credentials.json").read_text())
+    return base64.b64decode(stored["signing_key"])
+
+
+def obtain_token(base_url: str, client_id: str, secret: str) -> str:
+    response = httpx.post(
+        f"{base_url}/connect/token",
+        data={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret},
+        timeout=30,
+    )
+    assert response.status_code == 200, describe(response)
+    return response.json()["access_token"]
+
+
+# --- HTTP clients and JSON ------------------------------------------------------------------------------
+
+
+class Api(httpx.Client):
+    """A client of one role: base URL, `api_version` and bearer token set; JSON bodies with exact decimals."""
+
+    def send_json(
+        self, method: str, url: str, payload: Any = None, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        content = None if payload is None else ENCODER.encode(payload)
+        sent = {"content-type": "application/json"} if content is not None else {}
+        sent.update(headers or {})
+        return self.request(method, url, content=content, headers=sent)
+
+    def post_json(
+        self, url: str, payload: Any = None, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        return self.send_json("POST", url, payload, headers)
+
+    def put_json(
+        self, url: str, payload: Any = None, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        return self.send_json("PUT", url, payload, headers)
+
+
+def api_client(base_url: str, token: str | None = None, version: str | None = API_VERSION) -> Api:
+    headers = {}
+    if version is not None:
+        headers["api_version"] = version
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return Api(base_url=base_url, headers=headers, timeout=60)
+
+
+def loads(response: httpx.Response) -> Any:
+    return json.loads(response.text, parse_float=Decimal)
+
+
+def describe(response: httpx.Response) -> str:
+    request = response.request
+    sent = request.content.decode(errors="replace")[:500] if request.content else ""
+    return (
+        f"{request.method} {request.url.path} {sent}\n-> {response.status_code} "
+        f"{response.headers.get('content-type')}\n{response.text[:2000]}"
+    )
+
+
+def expect(response: httpx.Response, status: int) -> Any:
+    """The parsed body of a response that must have `status`."""
+    assert response.status_code == status, describe(response)
+    assert response.headers["content-type"].startswith("application/json"), describe(response)
+    return loads(response)
+
+
+def expect_problem(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    """An RFC 9457 problem with `status` (and `code`), one error line at least, and no stack trace."""
+    assert response.status_code == status, describe(response)
+    assert response.headers["content-type"].startswith(PROBLEM_JSON), describe(response)
+    problem = loads(response)
+    assert problem.keys() >= PROBLEM_MEMBERS, describe(response)
+    assert problem["status"] == status
+    assert problem["type"] == f"urn:broker-ledger:problem:{problem['code']}"
+    assert problem["errors"], describe(response)
+    assert all(isinstance(line, str) and line for line in problem["errors"])
+    assert "Traceback" not in response.text
+    if code is not None:
+        assert problem["code"] == code, describe(response)
+    return problem
+
+
+def is_number(value: object) -> bool:
+    """A JSON number as parsed by `loads`: Decimal with a fraction, int without (never str or bool)."""
+    return isinstance(value, Decimal | int) and not isinstance(value, bool)
+
+
+# --- customers, accounts, limits -----------------------------------------------------------------------
+
+
+class AddressSource:
+    """Valid BTC customer addresses, a new one per call: derived from the demo key at 5000 and up."""
+
+    def __init__(self) -> None:
+        self._book = Bip32AddressBook(load_settings(DEFAULT_SETTINGS).cryptos)
+        self._indexes = itertools.count(FIRST_CUSTOMER_ADDRESS_INDEX)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        with self._lock:
+            index = next(self._indexes)
+        return self._book.derive("BTC", index).address
+
+
+@dataclass(frozen=True)
+class Customer:
+    code: str
+    account_code: str
+    address: str  # the customer's own wallet (withdraw address)
+    receive_address: str  # the service's deposit address of the account
+
+
+def unique_code(prefix: str = "e2e") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def active_customer(api: Api, address: str, trust_level: str = "Basic", code: str | None = None) -> Customer:
+    """Registers a customer (NEW), activates it, and opens the account of its BTC wallet `address`."""
+    code = code or unique_code()
+    created = expect(api.post_json("/customer", {"customerCode": code, "trustLevel": trust_level}), 201)
+    assert created["status"] == "NEW"
+    assert expect(api.put_json(f"/customer/{code}", {"status": "ACTIVE"}), 200)["status"] == "ACTIVE"
+    account = expect(api.post_json(f"/customer/{code}/accounts", {"customerCryptoAddress": address}), 201)
+    assert account["dcCode"] == "BTC"
+    return Customer(code, account["accountCode"], address, account["dcReceiveAddress"])
+
+
+def buy_body(customer: Customer, fiat_value: Decimal | int | str = 100, **changes: Any) -> dict[str, Any]:
+    body = {
+        "customerCode": customer.code,
+        "currencyCode": "EUR",
+        "cryptoCode": "BTC",
+        "fiatValue": Decimal(fiat_value),
+        "destinationAddress": customer.address,
+        "paymentMethodCode": "BANK_EUR_BUY",
+    }
+    body.update(changes)
+    return {key: value for key, value in body.items() if value is not None}
+
+
+def sell_body(customer: Customer, **amounts: Any) -> dict[str, Any]:
+    body = {
+        "customerCode": customer.code,
+        "accountCode": customer.account_code,
+        "currencyCode": "EUR",
+        "cryptoCode": "BTC",
+        "paymentMethodCode": "BANK_EUR_SELL",
+    }
+    body.update(amounts)
+    return {key: value for key, value in body.items() if value is not None}
+
+
+def open_limit_windows(api: Api, customer: Customer) -> None:
+    """A small buy and a small sell, so that both directions of the customer's limits are in use before a
+    test compares what is used before and after."""
+    expect(api.post_json("/brokerbuy", buy_body(customer, 10)), 201)
+    expect(
+        api.post_json("/paymentrequest/brokersell", sell_body(customer, cryptoAmount=Decimal("0.0002"))), 201
+    )
+
+
+def limits_used(api: Api, customer_code: str) -> dict[tuple[str, str], Decimal]:
+    """Used volume per (direction, period), from GET /customer/{code}/limits."""
+    limits = expect(api.get(f"/customer/{customer_code}/limits"), 200)
+    used = {}
+    for entry in limits["limits"]:
+        assert is_number(entry["used"]) and is_number(entry["limit"]) and is_number(entry["remaining"])
+        assert entry["remaining"] == max(entry["limit"] - entry["used"], 0)
+        used[entry["direction"], entry["period"]] = Decimal(entry["used"])
+    return used
