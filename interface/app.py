@@ -22,6 +22,7 @@ from application.database import ensure_schema, eventsourcing_env, resolve_datab
 from application.ledger import Ledger
 from application.ports import SystemClock
 from application.settings import Settings, load_settings
+from application.sweeper import ExpirySweeper
 from interface.auth import FailedAttempts, TokenService
 from interface.bodies import StrictJsonRequest
 from interface.controllers.buys import BrokerBuyController
@@ -127,6 +128,7 @@ def allow_every_method(request: Request) -> Response | None:
 def create_app(runtime: Runtime | None = None) -> Litestar:
     """The HTTP application. Without a runtime (as a server worker's factory) it wires one itself."""
     runtime = runtime or build_runtime()
+    sweeper = ExpirySweeper(runtime.ledger, float(os.environ.get("BROKER_LEDGER_EXPIRY_SWEEP_SECONDS", "15")))
     return Litestar(
         route_handlers=[
             health,
@@ -160,6 +162,7 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
                 "runtime": runtime,
             }
         ),
-        on_shutdown=[runtime.close],
+        on_startup=[sweeper.start],
+        on_shutdown=[sweeper.stop, runtime.close],
         debug=False,
     )
