@@ -13,12 +13,12 @@ from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import JSONTranscoder, RecordConflictError
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.persistence import RecordConflictError
 
+from application.log import LedgerLog
 from application.ports import AddressBook, Clock, PriceSource, SystemClock
 from application.settings import Settings
-from application.transcodings import register_value_objects
 from domain.account import Account
 from domain.customer import Customer
 from domain.errors import AccountNotFound, CustomerNotFound, DomainError, TransactionNotFound
@@ -34,10 +34,9 @@ class ConcurrencyExhausted(DomainError):
     title = "Too many concurrent updates"
 
 
-class LedgerBase(Application):
+class LedgerBase(LedgerLog):
     """Plumbing shared by the use cases: transcodings, loading by business key, retries."""
 
-    name = "Ledger"
     conflicts = RecordConflictError
 
     def __init__(
@@ -56,10 +55,6 @@ class LedgerBase(Application):
         self._deadlines: dict[str, tuple[str, str, datetime]] = {}
         self._scanned = 0
         super().__init__(env)
-
-    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
-        super().register_transcodings(transcoder)
-        register_value_objects(transcoder)
 
     def retrying(self, use_case: Callable[[], T]) -> T:
         """Runs `use_case` again when its save lost a race on an aggregate version."""

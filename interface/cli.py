@@ -3,6 +3,7 @@
 Commands live next to what they drive and are registered here by import path, so that each loads
 only when used:
     app.command("interface.serve:serve", name="serve")
+app.command("projections.cli:app", name="projections")
     app.command("projections.cli:app", name="projections")
 A command returns its exit code: 0 for success, 2 for a problem the user can fix (said on stderr).
 """
@@ -119,6 +120,7 @@ def token(*, client: str, scope: str | None = None, settings: SettingsOption = N
 
 
 app.command("interface.serve:serve", name="serve")
+app.command("projections.cli:app", name="projections")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

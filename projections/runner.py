@@ -1,0 +1,143 @@
+"""Running projections: live on eventsourcing's `ProjectionRunner`, one process at a time per projection
+(a PostgreSQL advisory lock elects it), and replays from the first event for rebuilds and audits."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import psycopg
+from eventsourcing.persistence import InfrastructureFactory, Tracking
+from eventsourcing.projection import Projection, ProjectionRunner
+from eventsourcing.utils import Environment
+
+from application.database import ensure_schema, eventsourcing_env
+from application.log import EVENTS_SCHEMA, LedgerLog
+from projections.postgres import READ_SCHEMA, ReadModel
+
+log = logging.getLogger("broker_ledger.projections")
+APPLICATION = LedgerLog.name
+
+
+@dataclass(frozen=True)
+class ProjectionSpec:
+    """A projection, the view it writes, and the name it is known by (in the CLI and in table names)."""
+
+    projection_class: type[Projection]
+    view_class: type[ReadModel]
+
+    @property
+    def name(self) -> str:
+        return self.projection_class.name
+
+    def lock_key(self) -> int:
+        digest = hashlib.sha256(f"broker-ledger projection {self.name}".encode()).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def projection_env(url: str, spec: ProjectionSpec, schema: str = READ_SCHEMA) -> dict[str, str]:
+    """The event store's environment, with the projection's own tables in `schema`."""
+    env = eventsourcing_env(url, EVENTS_SCHEMA)
+    env[f"{spec.name.upper()}_POSTGRES_SCHEMA"] = schema
+    return env
+
+
+def open_view(url: str, spec: ProjectionSpec, schema: str = READ_SCHEMA) -> ReadModel:
+    """The projection's view, for reading it or replaying into it (its tables are created if missing)."""
+    ensure_schema(url, schema)
+    env = Environment(spec.name, projection_env(url, spec, schema))
+    return InfrastructureFactory.construct(env=env).tracking_recorder(spec.view_class)
+
+
+def replay(
+    log_app: LedgerLog,
+    spec: ProjectionSpec,
+    view: ReadModel,
+    *,
+    stop_at: int | None = None,
+    batch: int = 500,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Processes every event after the view's position (up to `stop_at`) in order; returns the position."""
+    projection = spec.projection_class(view=view)
+    position = view.position(APPLICATION)
+    while stop_at is None or position < stop_at:
+        notifications = log_app.recorder.select_notifications(start=position + 1, limit=batch, stop=stop_at)
+        if not notifications:
+            break
+        for notification in notifications:
+            event = log_app.mapper.to_domain_event(notification)
+            projection.process_event(event, Tracking(APPLICATION, notification.id))
+            position = notification.id
+        if progress is not None:
+            progress(len(notifications))
+    return position
+
+
+@contextmanager
+def exclusive(url: str, spec: ProjectionSpec) -> Iterator[bool]:
+    """Holds the projection's advisory lock while inside, yielding whether it was free."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        free = conn.execute("SELECT pg_try_advisory_lock(%s)", (spec.lock_key(),)).fetchone()[0]
+        try:
+            yield free
+        finally:
+            if free:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (spec.lock_key(),))
+
+
+class ProjectionWorker:
+    """Keeps one projection running in this process while this process holds its advisory lock.
+
+    Every API worker and every `projections run` process starts one per projection; the one that gets
+    the lock runs the projection, the others wait and take over if it stops. A failure (a database
+    restart, say) stops the runner; it is started again after a pause, resuming from its position.
+    """
+
+    def __init__(self, url: str, spec: ProjectionSpec, retry_seconds: float = 2.0) -> None:
+        self.url = url
+        self.spec = spec
+        self.retry_seconds = retry_seconds
+        self.running = threading.Event()  # set while this process runs the projection
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"projection-{spec.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=15)
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._run_while_leader()
+            except Exception:
+                log.exception(
+                    "projection %s failed; restarting in %.0f s", self.spec.name, self.retry_seconds
+                )
+            self.running.clear()
+            self._stopped.wait(self.retry_seconds)
+
+    def _run_while_leader(self) -> None:
+        with exclusive(self.url, self.spec) as leader:
+            if not leader:
+                return
+            open_view(self.url, self.spec)  # creates the read schema and tables before the runner does
+            with ProjectionRunner(
+                application_class=LedgerLog,
+                projection_class=self.spec.projection_class,
+                view_class=self.spec.view_class,
+                env=projection_env(self.url, self.spec),
+            ) as runner:
+                self.running.set()
+                log.info("projection %s running from position %d", self.spec.name, runner.view.position())
+                while not self._stopped.is_set():
+                    runner.run_forever(timeout=0.5)
+                    if runner.is_interrupted.is_set() and not self._stopped.is_set():
+                        return  # the runner stopped by itself: its error is raised on leaving
