@@ -21,6 +21,7 @@ class BuyRequest:
     blockchain_message: str | None = None
     payment_reference: str | None = None
     data: dict[str, str] = field(default_factory=dict)
+    customer_ip: str | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class SellRequest:
     callback_url: str | None = None
     payment_reference: str | None = None
     data: dict[str, str] = field(default_factory=dict)
+    customer_ip: str | None = None
 
 
 @dataclass(frozen=True)

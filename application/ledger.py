@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from application.alternative import AlternativeFlows
 from application.customers import Customers
-from application.settlement import Settlement
 from domain.errors import CurrencyNotFound
 from domain.pricing import Price
 
 
-class Ledger(Settlement, Customers):
+class Ledger(AlternativeFlows, Customers):
     """Customers and accounts (`Customers`), buys and sells (`Trading`), chain reports, payouts and
-    expiry (`Settlement`), prices. Everything the ledger decides is recorded as domain events."""
+    expiry (`Settlement`), the alternative endpoints' flows (`AlternativeFlows`), prices. Everything the
+    ledger decides is recorded as domain events."""
 
     def price_list(self, currency: str) -> dict[str, Price]:
         """Buy and sell prices of every crypto-currency in one fiat currency."""

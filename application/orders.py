@@ -53,6 +53,7 @@ class OrderDesk:
             blockchain_message=request.blockchain_message,
             payment_reference=request.payment_reference,
             data=dict(request.data),
+            customer_ip=request.customer_ip,
         )
 
     def sell_order(
@@ -88,6 +89,7 @@ class OrderDesk:
             payment_reference=request.payment_reference,
             data=dict(request.data),
             deposit_path=path,
+            customer_ip=request.customer_ip,
         )
 
     def payment_method(self, code: str, direction: Direction, currency: str) -> PaymentMethod:

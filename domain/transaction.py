@@ -88,6 +88,7 @@ class Order:
     payment_reference: str | None = None
     data: dict[str, str] = field(default_factory=dict)
     deposit_path: str | None = None  # derivation path of a sell's deposit address
+    customer_ip: str | None = None  # as the partner reported it, for logging and analytics
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from application.settings import Settings, load_settings
 from application.sweeper import ExpirySweeper
 from interface.auth import FailedAttempts, TokenService
 from interface.bodies import StrictJsonRequest
+from interface.controllers.alternative import ALTERNATIVE_CONTROLLERS
 from interface.controllers.buys import BrokerBuyController
 from interface.controllers.chain import ChainController
 from interface.controllers.custodian import CustodianTransactionController
@@ -139,6 +140,7 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
             CustodianTransactionController,
             ChainController,
             PriceController,
+            *ALTERNATIVE_CONTROLLERS,
         ],
         dependencies={"ledger": Provide(lambda: runtime.ledger, use_cache=True, sync_to_thread=False)},
         middleware=[

@@ -18,7 +18,7 @@ def compose() -> dict:
 
 def test_compose_file_follows_the_compose_specification() -> None:
     schema = json.loads(SCHEMA.read_text())
-    jsonschema.validate(compose(), schema)
+    jsonschema.Draft7Validator(schema).validate(compose())
 
 
 def test_every_service_has_a_health_check() -> None:
@@ -37,7 +37,7 @@ def test_a_broken_compose_file_is_refused_by_the_schema() -> None:
     broken["services"]["api"]["healthcheck"]["interval"] = {"seconds": 10}
     schema = json.loads(SCHEMA.read_text())
     try:
-        jsonschema.validate(broken, schema)
+        jsonschema.Draft7Validator(schema).validate(broken)
     except jsonschema.ValidationError:
         return
     raise AssertionError("the schema accepted an invalid health check interval")

@@ -1,0 +1,82 @@
+"""The alternative buy and sell endpoints' use cases. They reuse the custodian flows' rules: a buy that
+awaits the customer's fiat payment is a Staged buy, executing it commits or cancels it, and the sell status
+update is the payout flow. Only what the requests name differs: the account stands for the customer, its
+withdraw address for the destination, and the payment method for the fiat currency."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from application.commands import BuyRequest, SellRequest
+from application.settlement import Settlement
+from domain.errors import ValidationFailed
+from domain.transaction import Transaction
+
+PAYMENT_SUCCESS = "PAYMENTSUCCESS"
+PAYMENT_FAILURES = {"PAYMENTFAILED": "payment failed", "PAYMENTCANCELLED": "payment cancelled"}
+SELL_STATUS_UPDATES = ("PayoutConfirming", "SellCompleted")
+
+
+class AlternativeFlows(Settlement):
+    def account_buy(
+        self,
+        partner: str,
+        account_code: str,
+        payment_method: str,
+        amount: Decimal,
+        currency: str,
+        ip: str | None,
+    ) -> BuyRequest:
+        """The buy request of an account: its customer, crypto-currency and withdraw address."""
+        account = self.account(partner, account_code)
+        return BuyRequest(
+            customer_code=account.customer_code,
+            currency=currency,
+            crypto=account.crypto,
+            fiat_value=amount,
+            destination_address=account.customer_address,
+            payment_method=payment_method,
+            account_code=account.code,
+            customer_ip=ip,
+        )
+
+    def account_sell(
+        self, partner: str, account_code: str, payment_method: str, crypto_amount: Decimal, ip: str | None
+    ) -> SellRequest:
+        account = self.account(partner, account_code)
+        method = self.settings.payment_methods.get(payment_method)
+        return SellRequest(
+            customer_code=account.customer_code,
+            account_code=account.code,
+            currency=method.currency if method else "",
+            crypto=account.crypto,
+            payment_method=payment_method,
+            crypto_amount=crypto_amount,
+            customer_ip=ip,
+        )
+
+    def execute(self, partner: str, code: str, result_code: str) -> Transaction:
+        """The result of the customer's fiat payment for a buy that awaits it."""
+        if result_code == PAYMENT_SUCCESS:
+            return self.commit(partner, code)
+        if result_code in PAYMENT_FAILURES:
+            return self.cancel_staged(partner, code, PAYMENT_FAILURES[result_code])
+        allowed = ", ".join([PAYMENT_SUCCESS, *PAYMENT_FAILURES])
+        raise ValidationFailed(f"resultCode {result_code!r} is not one of {allowed}")
+
+    def cancel_staged(self, partner: str, code: str, reason: str) -> Transaction:
+        def cancel() -> Transaction:
+            transaction = self.transaction(partner, code)
+            transaction.cancel(self.clock.now(), reason)
+            self.save(transaction, *self._release_limits(transaction))
+            return transaction
+
+        return self.retrying(cancel)
+
+    def update_sell_status(self, partner: str, code: str, status_code: str) -> Transaction:
+        """PayoutConfirming is allowed from ToPayout; SellCompleted from ToPayout or PayoutConfirming."""
+        if status_code == "PayoutConfirming":
+            return self.confirm_payout(partner, code)
+        if status_code == "SellCompleted":
+            return self.pay_out(partner, code)
+        raise ValidationFailed(f"statusCode {status_code!r} is not one of {', '.join(SELL_STATUS_UPDATES)}")
