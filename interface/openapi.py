@@ -12,6 +12,9 @@ Litestar builds the document from the routes; before it is served, this module c
 from __future__ import annotations
 
 import copy
+import importlib
+import pkgutil
+from types import ModuleType
 from typing import Any
 
 import msgspec
@@ -20,8 +23,8 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
+from interface import schemas
 from interface.problems import PROBLEM_JSON, TITLES
-from interface.schemas import requests, responses
 
 REF = "#/components/schemas/{name}"
 HEADERS_OF_STATUS = {
@@ -74,7 +77,7 @@ def struct_schemas() -> dict[str, Any]:
     """msgspec's JSON Schema of every request and response Struct, amounts as numbers."""
     structs = [
         value
-        for module in (requests, responses)
+        for module in schema_modules()
         for value in vars(module).values()
         if isinstance(value, type)
         and issubclass(value, msgspec.Struct)
@@ -82,6 +85,14 @@ def struct_schemas() -> dict[str, Any]:
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=REF)
     return _numbers_for_decimals(components)
+
+
+def schema_modules() -> list[ModuleType]:
+    """Every module of `interface.schemas`: each holds request or response Structs."""
+    return [
+        importlib.import_module(f"{schemas.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(schemas.__path__)
+    ]
 
 
 def roles_by_operation(app: Litestar) -> dict[str, frozenset[str]]:

@@ -27,13 +27,7 @@ class AccountBuy(AccountBuySimulation):
 
 class Execution(Body):
     transaction_code: Annotated[str, Code]
-    result_code: Annotated[
-        str,
-        msgspec.Meta(
-            max_length=32,
-            extra_json_schema={"examples": ["PAYMENTSUCCESS", "PAYMENTFAILED", "PAYMENTCANCELLED"]},
-        ),
-    ]
+    result_code: Literal["PAYMENTSUCCESS", "PAYMENTFAILED", "PAYMENTCANCELLED"]
 
 
 class AccountSell(Body):

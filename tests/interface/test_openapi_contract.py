@@ -25,12 +25,12 @@ from application.credentials import VAR_ENV
 from application.settings import SETTINGS_ENV
 from interface.app import Runtime, build_runtime, create_app
 from interface.schemas.base import EXAMPLE_ACCOUNT, EXAMPLE_ADDRESS, EXAMPLE_CUSTOMER
-from interface.security import BROKER, OPERATOR
+from interface.security import AUDITOR, BROKER, OPERATOR
 
 SEED = 20260310
 MAX_EXAMPLES = 100
 MAX_KEY = 255  # the longest Idempotency-Key the document allows
-CLIENT_OF_ROLE = {BROKER: "demo-broker", OPERATOR: "demo-operator"}
+CLIENT_OF_ROLE = {AUDITOR: "demo-auditor", BROKER: "demo-broker", OPERATOR: "demo-operator"}
 # Values the document cannot narrow further: trust levels, currencies, crypto-currencies and payment methods
 # come from the service's settings, and addresses must pass their chain's checksum. A schema-valid request
 # naming others is refused by the use case with 422, which for these operations only counts as an accepted
@@ -43,6 +43,10 @@ CHECKED_AGAINST_SETTINGS = {
     "simulateBrokerSell",
     "createBrokerSell",
     "reportDeposit",
+    "simulateAccountBuy",  # payment methods from settings; amounts that cover the fees
+    "createAccountBuy",
+    "createAccountSell",
+    "createReserveAdjustment",  # asset codes, and the type a reserve was first given
 }
 SETTINGS_CHECKS = {
     "positive_data_acceptance": {"expected-statuses": ["2xx", "401", "403", "404", "409", "422", "429"]}
