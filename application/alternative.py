@@ -5,6 +5,7 @@ withdraw address for the destination, and the payment method for the fiat curren
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 
 from application.commands import BuyRequest, SellRequest
@@ -65,13 +66,10 @@ class AlternativeFlows(Settlement):
         raise ValidationFailed(f"resultCode {result_code!r} is not one of {allowed}")
 
     def cancel_staged(self, partner: str, code: str, reason: str) -> Transaction:
-        def cancel() -> Transaction:
-            transaction = self.transaction(partner, code)
-            transaction.cancel(self.clock.now(), reason)
-            self.save(transaction, *self._release_limits(transaction))
-            return transaction
+        def cancel(transaction: Transaction, at: datetime) -> None:
+            transaction.cancel(at, reason)
 
-        return self.retrying(cancel)
+        return self.change_transaction(partner, code, cancel, release_limits=True)
 
     def update_sell_status(self, partner: str, code: str, status_code: str) -> Transaction:
         """PayoutConfirming is allowed from ToPayout; SellCompleted from ToPayout or PayoutConfirming."""

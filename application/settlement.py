@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from eventsourcing.persistence import Notification
 
 from application.commands import DepositReport, SendoutReport
@@ -28,63 +30,41 @@ class Settlement(Trading):
         required = self.settings.cryptos[report.crypto].required_confirmations
         payouts = self.settings.partners[partner].has_payouts
 
-        def record() -> Transaction:
-            transaction = self.transaction(partner, index.transaction_code)
-            transaction.report_deposit(payment, required, payouts, self.clock.now())
-            self.save(transaction)
-            return transaction
-
-        return self.retrying(record)
+        return self.change_transaction(
+            partner,
+            index.transaction_code,
+            lambda tx, at: tx.report_deposit(payment, required, payouts, at),
+        )
 
     def report_sendout(self, partner: str, report: SendoutReport) -> Transaction:
         """Our sendout of a buy's crypto, with its confirmations so far."""
         payment = ChainPayment(report.tx_id, report.confirmations)
 
-        def record() -> Transaction:
-            transaction = self.transaction(partner, report.transaction_code)
+        def record(transaction: Transaction, at: datetime) -> None:
             required = self.settings.cryptos[transaction.order.crypto].required_confirmations
-            transaction.report_sendout(payment, required, self.clock.now())
-            self.save(transaction)
-            return transaction
+            transaction.report_sendout(payment, required, at)
 
-        return self.retrying(record)
+        return self.change_transaction(partner, report.transaction_code, record)
 
     def confirm_payout(
         self, partner: str, code: str, reference: str | None = None, bank_account: str | None = None
     ) -> Transaction:
         payouts = self.settings.partners[partner].has_payouts
-
-        def confirm() -> Transaction:
-            transaction = self.transaction(partner, code)
-            transaction.confirm_payout(payouts, self.clock.now(), reference, bank_account)
-            self.save(transaction)
-            return transaction
-
-        return self.retrying(confirm)
+        return self.change_transaction(
+            partner, code, lambda tx, at: tx.confirm_payout(payouts, at, reference, bank_account)
+        )
 
     def pay_out(
         self, partner: str, code: str, reference: str | None = None, bank_account: str | None = None
     ) -> Transaction:
         payouts = self.settings.partners[partner].has_payouts
-
-        def pay() -> Transaction:
-            transaction = self.transaction(partner, code)
-            transaction.pay_out(payouts, self.clock.now(), reference, bank_account)
-            self.save(transaction)
-            return transaction
-
-        return self.retrying(pay)
+        return self.change_transaction(
+            partner, code, lambda tx, at: tx.pay_out(payouts, at, reference, bank_account)
+        )
 
     def expire(self, partner: str, code: str) -> Transaction:
         """Cancels one staged buy or unpaid sell past its validUntil, giving back its limits."""
-
-        def expire_() -> Transaction:
-            transaction = self.transaction(partner, code)
-            transaction.expire(self.clock.now())
-            self.save(transaction, *self._release_limits(transaction))
-            return transaction
-
-        return self.retrying(expire_)
+        return self.change_transaction(partner, code, Transaction.expire, release_limits=True)
 
     def expire_overdue(self, batch: int = 500) -> list[str]:
         """Cancels every staged buy and unpaid sell past its validUntil; returns their codes.

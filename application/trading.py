@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from application.base import LedgerBase
@@ -107,6 +108,25 @@ class Trading(LedgerBase):
             return transaction
 
         return self.retrying(create)
+
+    def change_transaction(
+        self,
+        partner: str,
+        code: str,
+        command: Callable[[Transaction, datetime], None],
+        release_limits: bool = False,
+    ) -> Transaction:
+        """Loads a transaction, applies one command at the clock's time and saves it (with its limit
+        windows given back when the command cancels it), rerun on a version conflict."""
+
+        def change() -> Transaction:
+            transaction = self.transaction(partner, code)
+            command(transaction, self.clock.now())
+            windows = self._release_limits(transaction) if release_limits else []
+            self.save(transaction, *windows)
+            return transaction
+
+        return self.retrying(change)
 
     def _active_customer(self, partner: str, code: str) -> Customer:
         customer = self.customer(partner, code)
