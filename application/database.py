@@ -25,7 +25,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 DATABASE_URL_ENV = "DATABASE_URL"
 POOL_SIZE_ENV = "BROKER_LEDGER_POOL_SIZE"
-DEFAULT_POOL_SIZE = 10
+MAX_OVERFLOW = 14
+DEFAULT_POOL_SIZE = 2  # connections kept open per process; up to MAX_OVERFLOW more under load
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def eventsourcing_env(url: str, schema: str) -> dict[str, str]:
         "POSTGRES_PASSWORD": str(params.get("password") or os.environ.get("PGPASSWORD") or ""),
         "POSTGRES_SCHEMA": schema,
         "POSTGRES_POOL_SIZE": str(_pool_size()),
-        "POSTGRES_MAX_OVERFLOW": "10",
+        "POSTGRES_MAX_OVERFLOW": str(MAX_OVERFLOW),
         "POSTGRES_CONNECT_TIMEOUT": str(params.get("connect_timeout") or "5"),
         "POSTGRES_PRE_PING": "yes",
     }

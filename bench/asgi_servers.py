@@ -69,16 +69,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def fresh_database(server_url: str) -> str:
+def fresh_database(server_url: str) -> tuple[str, str]:
     name = f"bench_{secrets.token_hex(4)}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    return re.sub(r"/[^/?]*(\?|$)", f"/{name}\\1", server_url, count=1)
+    return name, re.sub(r"/[^/?]*(\?|$)", f"/{name}\\1", server_url, count=1)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def start(name: str, port: int, workers: int, env: dict[str, str]) -> subprocess.Popen:
     process = subprocess.Popen(
-        SERVERS[name](port, workers), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        SERVERS[name](port, workers),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, so that stopping it stops its workers too
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -92,11 +102,12 @@ def start(name: str, port: int, workers: int, env: dict[str, str]) -> subprocess
 
 
 def stop(process: subprocess.Popen) -> None:
-    process.send_signal(signal.SIGTERM)
+    os.killpg(process.pid, signal.SIGTERM)
     try:
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def token(env: dict[str, str]) -> str:
@@ -129,7 +140,8 @@ def wrk(url: str, headers: dict[str, str], seconds: int, connections: int, body:
 
 def measure(name: str, args: argparse.Namespace, server_url: str) -> dict[str, dict]:
     var = tempfile.mkdtemp(prefix="bl-bench-")
-    env = dict(os.environ, DATABASE_URL=fresh_database(server_url), BROKER_LEDGER_VAR=var)
+    database, url = fresh_database(server_url)
+    env = dict(os.environ, DATABASE_URL=url, BROKER_LEDGER_VAR=var)
     port = free_port()
     process = start(name, port, args.workers, env)
     try:
@@ -157,6 +169,7 @@ def measure(name: str, args: argparse.Namespace, server_url: str) -> dict[str, d
     finally:
         stop(process)
         shutil.rmtree(var, ignore_errors=True)
+        drop_database(server_url, database)
 
 
 def main() -> None:

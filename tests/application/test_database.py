@@ -57,8 +57,8 @@ def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypat
         "POSTGRES_USER": "broker",
         "POSTGRES_PASSWORD": "s@cret",
         "POSTGRES_SCHEMA": "ledger",
-        "POSTGRES_POOL_SIZE": "10",
-        "POSTGRES_MAX_OVERFLOW": "10",
+        "POSTGRES_POOL_SIZE": "2",
+        "POSTGRES_MAX_OVERFLOW": "14",
         "POSTGRES_CONNECT_TIMEOUT": "5",
         "POSTGRES_PRE_PING": "yes",
     }
