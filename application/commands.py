@@ -65,3 +65,17 @@ class LimitUsage:
     limit: Decimal
     used: Decimal
     remaining: Decimal
+
+
+@dataclass(frozen=True)
+class AdjustmentRequest:
+    """An operator's adjustment of the reserves: an opening balance into `to`, or a move from `source`."""
+
+    kind: str  # "OpeningBalance" or "Move"
+    asset_code: str  # a fiat currency or crypto-currency of the settings
+    amount: Decimal
+    to_reserve: str
+    to_type: str  # "Exchange", "HotWallet" or "ColdStore"
+    from_reserve: str | None = None
+    from_type: str | None = None
+    note: str | None = None

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from application.alternative import AlternativeFlows
 from application.customers import Customers
+from application.history import History
+from application.reserves import Reserves
 from domain.errors import CurrencyNotFound
 from domain.pricing import Price
 
 
-class Ledger(AlternativeFlows, Customers):
+class Ledger(AlternativeFlows, Customers, Reserves, History):
     """Customers and accounts (`Customers`), buys and sells (`Trading`), chain reports, payouts and
-    expiry (`Settlement`), the alternative endpoints' flows (`AlternativeFlows`), prices. Everything the
-    ledger decides is recorded as domain events."""
+    expiry (`Settlement`), the alternative endpoints' flows (`AlternativeFlows`), transaction histories
+    (`History`), prices. Everything the ledger decides is recorded as domain events."""
 
     def price_list(self, currency: str) -> dict[str, Price]:
         """Buy and sell prices of every crypto-currency in one fiat currency."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from application.callbacks.urls import CallbackUrlPolicy
 from application.commands import BuyRequest, SellRequest
 from application.ports import PriceSource
 from application.settings import Direction, PaymentMethod, Settings
@@ -27,9 +28,17 @@ from domain.transaction import Order, TransactionType
 
 
 class OrderDesk:
-    def __init__(self, settings: Settings, prices: PriceSource) -> None:
+    def __init__(
+        self, settings: Settings, prices: PriceSource, callback_urls: CallbackUrlPolicy | None = None
+    ) -> None:
         self.settings = settings
         self.prices = prices
+        self.callback_urls = callback_urls or CallbackUrlPolicy(settings.callback_http_hosts)
+
+    def callback_url(self, requested: str | None, method: PaymentMethod) -> str | None:
+        """Where the transaction's status changes go: its own URL (checked now, DNS included), else the
+        payment method's; fixed in the order, so the callbacks outbox needs nothing but the events."""
+        return method.callback_url if requested is None else self.callback_urls.accept(requested).url
 
     def buy_order(self, partner: str, code: str, request: BuyRequest, account_code: str | None) -> Order:
         method = self.payment_method(request.payment_method, Direction.BUY, request.currency)
@@ -49,7 +58,7 @@ class OrderDesk:
             quote=quote,
             limit_amount=self.in_base_currency(quote.fiat_value, request.currency),
             bank_account_number=request.bank_account_number,
-            callback_url=request.callback_url,
+            callback_url=self.callback_url(request.callback_url, method),
             blockchain_message=request.blockchain_message,
             payment_reference=request.payment_reference,
             data=dict(request.data),
@@ -85,7 +94,7 @@ class OrderDesk:
             destination_address=address,
             quote=quote,
             limit_amount=self.in_base_currency(quote.fiat_value, request.currency),
-            callback_url=request.callback_url,
+            callback_url=self.callback_url(request.callback_url, method),
             payment_reference=request.payment_reference,
             data=dict(request.data),
             deposit_path=path,

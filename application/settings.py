@@ -13,6 +13,8 @@ from pathlib import Path
 
 import msgspec
 
+from application.callbacks.urls import CallbackUrlPolicy
+from domain.errors import CallbackUrlRefused
 from domain.money import Asset
 
 DEFAULT_SETTINGS = Path(__file__).resolve().parents[1] / "settings" / "demo.toml"
@@ -240,4 +242,9 @@ def _payment_method_problems(settings: Settings, code: str, method: PaymentMetho
         value = getattr(method, side)
         if value is not None and not Decimal(0) <= value < Decimal(1):
             problems.append(f"payment_methods.{code}.{side} must be at least 0 and below 1")
+    if method.callback_url is not None:  # the static rules; the host is resolved and checked when sending
+        try:
+            CallbackUrlPolicy(settings.callback_http_hosts).parse(method.callback_url)
+        except CallbackUrlRefused as error:
+            problems.append(f"payment_methods.{code}.callback_url: {error.detail}")
     return problems

@@ -128,3 +128,37 @@ ChainReportConflict = _error(
     "Chain report conflicts with an earlier one",
 )
 PriceUnavailable = _error("PriceUnavailable", "price_unavailable", Refusal.UNAVAILABLE, "Price unavailable")
+AssetUnknown = _error("AssetUnknown", "asset_unknown", Refusal.INVALID, "Unknown currency or crypto-currency")
+ReserveTypeUnknown = _error(
+    "ReserveTypeUnknown", "reserve_type_unknown", Refusal.INVALID, "Unknown reserve type"
+)
+ReserveTypeMismatch = _error(
+    "ReserveTypeMismatch", "reserve_type_mismatch", Refusal.INVALID, "Reserve has another type"
+)
+ReserveCannotHoldAsset = _error(
+    "ReserveCannotHoldAsset",
+    "reserve_cannot_hold_asset",
+    Refusal.INVALID,
+    "Reserve of this type cannot hold this asset",
+)
+ReserveAdjustmentShapeInvalid = _error(
+    "ReserveAdjustmentShapeInvalid",
+    "reserve_adjustment_shape_invalid",
+    Refusal.INVALID,
+    "Reserve adjustment names the wrong reserves for its kind",
+)
+ReserveMoveToSameReserve = _error(
+    "ReserveMoveToSameReserve",
+    "reserve_move_to_same_reserve",
+    Refusal.INVALID,
+    "A move needs two different reserves",
+)
+ReserveAdjustmentConflict = _error(
+    "ReserveAdjustmentConflict",
+    "reserve_adjustment_conflict",
+    Refusal.CONFLICT,
+    "Reserve adjustment code already used for another adjustment",
+)
+CallbackUrlRefused = _error(
+    "CallbackUrlRefused", "callback_url_refused", Refusal.INVALID, "Callback URL refused"
+)

@@ -25,22 +25,30 @@ from application.settings import Settings, load_settings
 from application.sweeper import ExpirySweeper
 from interface.auth import FailedAttempts, TokenService
 from interface.bodies import StrictJsonRequest
+from interface.callbacks import Callbacks
 from interface.controllers.alternative import ALTERNATIVE_CONTROLLERS
 from interface.controllers.buys import BrokerBuyController
+from interface.controllers.callbacks import TransactionCallbacksController
 from interface.controllers.chain import ChainController
 from interface.controllers.custodian import CustodianTransactionController
 from interface.controllers.customers import CustomerController
 from interface.controllers.prices import PriceController
+from interface.controllers.reading import TransactionReadingController
+from interface.controllers.reserves import ReserveController
 from interface.controllers.sells import BrokerSellController
 from interface.controllers.tokens import TokenController
 from interface.idempotency import MAX_BODY, IdempotencyMiddleware, IdempotencyStore
 from interface.openapi import openapi_config
 from interface.problems import EXCEPTION_HANDLERS
+from interface.reading import Reader
 from interface.security import UNAUTHENTICATED_PATHS, BearerAuthentication
+from projections.catalog import PROJECTIONS, READ_MODELS
+from projections.runner import ProjectionWorker, open_view
 
 log = logging.getLogger("broker_ledger")
 EVENTS_SCHEMA = "ledger"
 API_SCHEMA = "api"
+PROJECTIONS_ENV = "BROKER_LEDGER_PROJECTIONS"  # "off": this process runs no projections
 
 
 @dataclass
@@ -53,10 +61,13 @@ class Runtime:
     tokens: TokenService
     idempotency: IdempotencyStore
     pool: ConnectionPool
+    database_url: str
+    reader: Reader
 
     def close(self) -> None:
         self.ledger.close()
         self.pool.close()
+        self.reader.close()
 
 
 def build_runtime(database_url: str | None = None) -> Runtime:
@@ -86,7 +97,17 @@ def build_runtime(database_url: str | None = None) -> Runtime:
         tokens=TokenService(settings.tokens, credentials.signing_key, clock),
         idempotency=idempotency,
         pool=pool,
+        database_url=url,
+        reader=Reader(ledger, open_view(url, READ_MODELS, settings={"POSTGRES_MAX_OVERFLOW": "16"})),
     )
+
+
+def projection_workers(runtime: Runtime) -> list[ProjectionWorker]:
+    """A worker per projection, each running it while this process holds its lock; none when
+    BROKER_LEDGER_PROJECTIONS=off (`serve --no-projections`, with `projections run` elsewhere)."""
+    if os.environ.get(PROJECTIONS_ENV, "").strip().lower() == "off":
+        return []
+    return [ProjectionWorker(runtime.database_url, spec) for spec in PROJECTIONS]
 
 
 JSON_ENCODER = msgspec.json.Encoder(enc_hook=default_serializer, decimal_format="number")
@@ -130,6 +151,10 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
     """The HTTP application. Without a runtime (as a server worker's factory) it wires one itself."""
     runtime = runtime or build_runtime()
     sweeper = ExpirySweeper(runtime.ledger, float(os.environ.get("BROKER_LEDGER_EXPIRY_SWEEP_SECONDS", "15")))
+    workers = projection_workers(runtime)
+    callbacks = Callbacks(
+        runtime.settings, runtime.pool, runtime.database_url, runtime.credentials.callback_secret
+    )
     return Litestar(
         route_handlers=[
             health,
@@ -140,9 +165,15 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
             CustodianTransactionController,
             ChainController,
             PriceController,
+            TransactionReadingController,
+            TransactionCallbacksController,
+            ReserveController,
             *ALTERNATIVE_CONTROLLERS,
         ],
-        dependencies={"ledger": Provide(lambda: runtime.ledger, use_cache=True, sync_to_thread=False)},
+        dependencies={
+            "ledger": Provide(lambda: runtime.ledger, use_cache=True, sync_to_thread=False),
+            "reader": Provide(lambda: runtime.reader, use_cache=True, sync_to_thread=False),
+        },
         middleware=[
             DefineMiddleware(BearerAuthentication, exclude=UNAUTHENTICATED_PATHS),
             IdempotencyMiddleware(),
@@ -162,9 +193,10 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
                 "pool": runtime.pool,
                 "failed_attempts": FailedAttempts(),
                 "runtime": runtime,
+                "callbacks": callbacks,
             }
         ),
-        on_startup=[sweeper.start],
-        on_shutdown=[sweeper.stop, runtime.close],
+        on_startup=[sweeper.start, callbacks.start, *(worker.start for worker in workers)],
+        on_shutdown=[callbacks.stop, *(worker.stop for worker in workers), sweeper.stop, runtime.close],
         debug=False,
     )

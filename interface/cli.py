@@ -121,6 +121,8 @@ def token(*, client: str, scope: str | None = None, settings: SettingsOption = N
 
 app.command("interface.serve:serve", name="serve")
 app.command("projections.cli:app", name="projections")
+app.command("projections.audit_cli:app", name="audit")
+app.command("projections.analyst_cli:app", name="analyst")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

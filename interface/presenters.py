@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import dataclasses
+import math
+from datetime import UTC, datetime
 from decimal import Decimal
+from enum import Enum
+from typing import Any
+from uuid import UUID
 
 import msgspec
+from eventsourcing.domain import DomainEvent
 
 from application.commands import LimitUsage
 from application.settings import Settings
@@ -123,6 +129,104 @@ def _transaction_body(
         created=created,
         updated=updated,
     )
+
+
+def transaction_row(settings: Settings, row: dict[str, Any]) -> r.Transaction:
+    """A transaction as the read model `read.transactions` holds it, in the same shape as `transaction`."""
+    fiat = settings.fiat(row["currency_code"])
+    shows_valid_until = row["type"] == "BROKERSELL" or row["status"] == Status.STAGED
+    return r.Transaction(
+        transaction_code=row["transaction_code"],
+        type=row["type"],
+        status=row["status"],
+        customer_code=row["customer_code"],
+        account_code=row["account_code"],
+        crypto_code=row["crypto_code"],
+        currency_code=row["currency_code"],
+        payment_method_code=row["payment_method_code"],
+        destination_crypto_address=row["destination_address"],
+        requested_amounts=r.Amounts(
+            crypto_amount=row["requested_crypto_amount"],
+            fiat_value=_fiat(fiat, row["requested_fiat_value"]),
+            crypto_price=row["requested_price"],
+        ),
+        executed_amounts=r.Amounts(
+            crypto_amount=row["crypto_amount"],
+            fiat_value=_fiat(fiat, row["fiat_value"]),
+            crypto_price=row["crypto_price"],
+        ),
+        fees=r.Fees(
+            partner_fee_fiat=_fiat(fiat, row["partner_fee_fiat"]),
+            partner_fee_crypto=row["partner_fee_crypto"],
+            bank_fee_fiat=_fiat(fiat, row["bank_fee_fiat"]),
+            bank_fee_crypto=row["bank_fee_crypto"],
+            network_fee_fiat=_fiat(fiat, row["network_fee_fiat"]),
+            network_fee_crypto=row["network_fee_crypto"],
+        ),
+        balance_mutation=r.BalanceMutation(
+            crypto=row["balance_crypto"], fiat=_fiat(fiat, row["balance_fiat"])
+        ),
+        payment_reference=row["payment_reference"],
+        data=row["data"] or None,
+        created=_utc(row["created"]),
+        updated=_utc(row["updated"]),
+        valid_until=_utc(row["valid_until"]) if shows_valid_until else None,
+        blockchain_transaction_id=row["blockchain_tx_id"],
+        confirmations=row["confirmations"],
+    )
+
+
+def transaction_page(
+    settings: Settings, page: int, page_size: int, total: int, rows: list[dict[str, Any]]
+) -> r.TransactionPage:
+    return r.TransactionPage(
+        page=page,
+        page_size=page_size,
+        total=total,
+        total_pages=math.ceil(total / page_size),
+        records=[transaction_row(settings, row) for row in rows],
+    )
+
+
+EVENT_METADATA = frozenset({"originator_id", "originator_version", "timestamp", "originator_topic"})
+
+
+def history(
+    settings: Settings, tx: Transaction, events: list[DomainEvent], as_of: datetime | None
+) -> r.TransactionHistory:
+    return r.TransactionHistory(
+        transaction_code=tx.code,
+        as_of=as_of,
+        transaction=transaction(settings, tx).transaction,
+        events=[
+            r.TransactionEvent(
+                version=event.originator_version,
+                type=type(event).__name__,
+                timestamp=event.timestamp,
+                data={k: _plain(v) for k, v in vars(event).items() if k not in EVENT_METADATA},
+            )
+            for event in events
+        ],
+    )
+
+
+def _plain(value: Any) -> Any:
+    """An event's field as JSON data: value objects as objects of their fields, amounts stay Decimal."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, UUID):
+        return str(value)
+    return value
+
+
+def _utc(at: datetime | None) -> datetime | None:
+    return None if at is None else at.astimezone(UTC)
 
 
 def _fiat(asset: Asset, amount: Decimal | int | None) -> Decimal | None:

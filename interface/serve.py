@@ -16,6 +16,7 @@ from cyclopts import Parameter
 from application.credentials import load_or_create_credentials, var_dir
 from application.database import redact, resolve_database_url
 from application.settings import SETTINGS_ENV
+from interface.app import PROJECTIONS_ENV
 from interface.cli import USAGE_ERROR, SettingsOption, settings_or_none
 
 log = logging.getLogger("broker_ledger")
@@ -28,8 +29,17 @@ def serve(
     workers: Annotated[int, Parameter(help="Worker processes (each has its own pool).")] = 1,
     settings: SettingsOption = None,
     log_level: str = "info",
+    no_projections: Annotated[
+        bool,
+        Parameter(
+            name="--no-projections",
+            negative="",
+            help="Run no projections in the workers; leave them to `broker-ledger projections run`.",
+        ),
+    ] = False,
 ) -> int:
-    """Serve the broker API over HTTP until SIGTERM or Ctrl-C.
+    """Serve the broker API over HTTP until SIGTERM or Ctrl-C. Each worker also offers to run every
+    projection (one process in the cluster runs each at a time) unless --no-projections is given.
 
     Parameters
     ----------
@@ -40,6 +50,8 @@ def serve(
     loaded = settings_or_none(settings)
     if loaded is None:
         return USAGE_ERROR
+    if no_projections:
+        os.environ[PROJECTIONS_ENV] = "off"  # the workers inherit it
     if settings is not None:
         os.environ[SETTINGS_ENV] = str(Path(settings).resolve())
     var = var_dir()

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from projections.audit_chain import AuditChain, AuditChainProjection
+from projections.callbacks import CallbackOutbox, CallbackOutboxProjection
+from projections.ledger_postings import Postings, PostingsProjection
+from projections.read_models import ReadModels, ReadModelsProjection
 from projections.runner import ProjectionSpec
 
 PROJECTIONS: tuple[ProjectionSpec, ...] = ()
+READ_MODELS = ProjectionSpec(ReadModelsProjection, ReadModels)
+PROJECTIONS += (READ_MODELS,)
+PROJECTIONS += (ProjectionSpec(AuditChainProjection, AuditChain),)
+PROJECTIONS += (ProjectionSpec(PostingsProjection, Postings),)
+CALLBACK_OUTBOX = ProjectionSpec(CallbackOutboxProjection, CallbackOutbox)
+PROJECTIONS += (CALLBACK_OUTBOX,)
 
 
 def by_name(name: str) -> ProjectionSpec:

@@ -70,8 +70,12 @@ def status() -> int:
 def rebuild(name: Annotated[str | None, Parameter(help="One projection; default all.")] = None) -> int:
     """Rebuild read models from the first event, with a progress bar. The projection must not be running
     elsewhere: stop `serve` (or start it with --no-projections) and `projections run` first."""
+    try:
+        specs = [by_name(name)] if name else list(PROJECTIONS)
+    except KeyError as error:
+        console.print(f"[red]{error.args[0]}[/red]")
+        return 2
     url = _database()
-    specs = [by_name(name)] if name else list(PROJECTIONS)
     log_app = _log_app(url)
     head = log_app.recorder.max_notification_id() or 0
     for spec in specs:

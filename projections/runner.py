@@ -21,6 +21,10 @@ from projections.postgres import READ_SCHEMA, ReadModel
 
 log = logging.getLogger("broker_ledger.projections")
 APPLICATION = LedgerLog.name
+PROJECTION_POOL_SIZE = "1"
+STARTUP_LOCK = int.from_bytes(
+    hashlib.sha256(b"broker-ledger projections starting").digest()[:8], "big", signed=True
+)
 
 
 @dataclass(frozen=True)
@@ -43,13 +47,19 @@ def projection_env(url: str, spec: ProjectionSpec, schema: str = READ_SCHEMA) ->
     """The event store's environment, with the projection's own tables in `schema`."""
     env = eventsourcing_env(url, EVENTS_SCHEMA)
     env[f"{spec.name.upper()}_POSTGRES_SCHEMA"] = schema
+    # A projection needs few connections (the subscription's LISTEN, its reads, the view's writes); pools
+    # are filled to their size when opened, and every API worker may run some projections.
+    env.update(POSTGRES_POOL_SIZE=PROJECTION_POOL_SIZE, POSTGRES_MAX_OVERFLOW="2")
     return env
 
 
-def open_view(url: str, spec: ProjectionSpec, schema: str = READ_SCHEMA) -> ReadModel:
-    """The projection's view, for reading it or replaying into it (its tables are created if missing)."""
+def open_view(
+    url: str, spec: ProjectionSpec, schema: str = READ_SCHEMA, settings: dict[str, str] | None = None
+) -> ReadModel:
+    """The projection's view, for reading it or replaying into it (its tables are created if missing);
+    `settings` overrides eventsourcing's (e.g. `POSTGRES_MAX_OVERFLOW` for a view that serves reads)."""
     ensure_schema(url, schema)
-    env = Environment(spec.name, projection_env(url, spec, schema))
+    env = Environment(spec.name, {**projection_env(url, spec, schema), **(settings or {})})
     return InfrastructureFactory.construct(env=env).tracking_recorder(spec.view_class)
 
 
@@ -90,6 +100,14 @@ def exclusive(url: str, spec: ProjectionSpec) -> Iterator[bool]:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (spec.lock_key(),))
 
 
+@contextmanager
+def starting(url: str) -> Iterator[None]:
+    """Holds the database-wide lock under which projections create their tables and start."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (STARTUP_LOCK,))
+        yield
+
+
 class ProjectionWorker:
     """Keeps one projection running in this process while this process holds its advisory lock.
 
@@ -128,13 +146,15 @@ class ProjectionWorker:
         with exclusive(self.url, self.spec) as leader:
             if not leader:
                 return
-            open_view(self.url, self.spec)  # creates the read schema and tables before the runner does
-            with ProjectionRunner(
-                application_class=LedgerLog,
-                projection_class=self.spec.projection_class,
-                view_class=self.spec.view_class,
-                env=projection_env(self.url, self.spec),
-            ) as runner:
+            with starting(self.url):  # one at a time: concurrent CREATE ... IF NOT EXISTS can collide
+                open_view(self.url, self.spec).datastore.close()  # the schema and tables first
+                runner = ProjectionRunner(
+                    application_class=LedgerLog,
+                    projection_class=self.spec.projection_class,
+                    view_class=self.spec.view_class,
+                    env=projection_env(self.url, self.spec),
+                )
+            with runner:
                 self.running.set()
                 log.info("projection %s running from position %d", self.spec.name, runner.view.position())
                 while not self._stopped.is_set():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -106,6 +106,34 @@ class Transaction(Body):
 
 class TransactionEnvelope(Body):
     transaction: Transaction
+
+
+class TransactionPage(Body):
+    """One page of a partner's transactions, newest first."""
+
+    page: int
+    page_size: int
+    total: int
+    total_pages: int
+    records: list[Transaction]
+
+
+class TransactionEvent(Body):
+    """One event of a transaction: its version, kind, when it was recorded, and its fields."""
+
+    version: int
+    type: str
+    timestamp: Timestamp
+    data: dict[str, Any]
+
+
+class TransactionHistory(Body):
+    """Every event of a transaction up to `asOf` (all when absent), and the transaction as it stood then."""
+
+    transaction_code: str
+    as_of: Timestamp | None
+    transaction: Transaction
+    events: list[TransactionEvent]
 
 
 class CryptoPrice(Body):

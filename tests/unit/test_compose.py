@@ -41,3 +41,10 @@ def test_a_broken_compose_file_is_refused_by_the_schema() -> None:
     except jsonschema.ValidationError:
         return
     raise AssertionError("the schema accepted an invalid health check interval")
+
+
+def test_projections_run_in_their_own_workers_and_not_in_the_api() -> None:
+    services = compose()["services"]
+    assert "--no-projections" in services["api"]["command"]
+    assert services["projections"]["command"][-2:] == ["projections", "run"]
+    assert services["projections"]["depends_on"]["postgres"]["condition"] == "service_healthy"

@@ -1,0 +1,223 @@
+"""The deliveries in PostgreSQL: claiming the next due one, recording attempts, listing them.
+
+The outbox rows are inserted by the `CallbackOutbox` projection (its module describes the tables); the
+delivery worker owns their delivery columns and the tables of attempts and stopped endpoints. Several
+processes may deliver at once: a delivery is claimed with a lease (`FOR UPDATE SKIP LOCKED`, so two workers
+never claim the same one), and only while every earlier delivery of its transaction is finished, so the
+deliveries of a transaction go out one after the other, in order. A worker that dies holding a lease loses
+nothing: once the lease has run out another worker claims the delivery again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from psycopg.rows import dict_row
+from psycopg.sql import SQL, Identifier
+from psycopg_pool import ConnectionPool
+
+from application.callbacks.snapshots import StoredState
+
+STATES = "callback_transactions"
+OUTBOX = "callback_outbox"
+ATTEMPTS = "callback_attempts"
+ENDPOINTS = "callback_endpoints"
+
+PENDING = "pending"
+DELIVERED = "delivered"  # a 2xx answer
+FAILED = "failed"  # an attempt that did not succeed; as a delivery's status: given up after the retry window
+STOPPED = "stopped"  # the endpoint answered 410 Gone: nothing more is sent to it
+
+CLAIM = """UPDATE {outbox} AS o SET lease_token = %(token)s,
+    leased_until = now() + make_interval(secs => %(lease)s),
+    first_attempt_at = coalesce(o.first_attempt_at, now())
+WHERE o.event_id = (
+    SELECT c.event_id FROM {outbox} AS c
+    WHERE c.status = 'pending' AND c.next_attempt_at <= now()
+    AND (c.leased_until IS NULL OR c.leased_until < now())
+    AND NOT EXISTS (SELECT 1 FROM {outbox} AS e
+        WHERE e.transaction_id = c.transaction_id AND e.sequence < c.sequence AND e.status = 'pending')
+    ORDER BY c.next_attempt_at, c.notification_id LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING o.event_id, o.partner, o.transaction_id, o.transaction_code, o.sequence, o.url, o.created, o.topic,
+    o.version, o.state, o.attempts, EXISTS (SELECT 1 FROM {endpoints} AS s
+        WHERE s.partner = o.partner AND s.url = o.url) AS endpoint_stopped"""
+ADD_ATTEMPT = """INSERT INTO {attempts}
+    (event_id, number, duration_ms, outcome, response_code, error, address)
+VALUES (%(event_id)s, %(number)s, %(duration_ms)s, %(outcome)s, %(response_code)s, %(error)s, %(address)s)"""
+FINISH = """UPDATE {outbox} SET status = %(status)s, attempts = attempts + %(sent)s, finished_at = now(),
+    response_code = coalesce(%(response_code)s, response_code), lease_token = NULL, leased_until = NULL
+WHERE event_id = %(event_id)s AND lease_token = %(token)s"""
+RETRY = """UPDATE {outbox} SET attempts = attempts + 1, response_code = %(response_code)s,
+    lease_token = NULL, leased_until = NULL, next_attempt_at = now() + make_interval(secs => %(delay)s),
+    status = CASE WHEN first_attempt_at + make_interval(secs => %(window)s)
+        < now() + make_interval(secs => %(delay)s) THEN 'failed' ELSE 'pending' END,
+    finished_at = CASE WHEN first_attempt_at + make_interval(secs => %(window)s)
+        < now() + make_interval(secs => %(delay)s) THEN now() END
+WHERE event_id = %(event_id)s AND lease_token = %(token)s"""
+STOP_ENDPOINT = """WITH stop AS (INSERT INTO {endpoints} (partner, url, event_id, response_code)
+    VALUES (%(partner)s, %(url)s, %(event_id)s, %(response_code)s) ON CONFLICT DO NOTHING)
+UPDATE {outbox} SET status = 'stopped', finished_at = now(), lease_token = NULL, leased_until = NULL
+WHERE partner = %(partner)s AND url = %(url)s AND status = 'pending' AND event_id <> %(event_id)s"""
+LIST = """SELECT event_id, sequence, transaction_status, url, status, created, next_attempt_at,
+    finished_at, response_code FROM {outbox} WHERE partner = %s AND transaction_code = %s ORDER BY sequence"""
+LIST_ATTEMPTS = """SELECT event_id, number, at, duration_ms, outcome, response_code, error FROM {attempts}
+WHERE event_id = ANY(%s) ORDER BY id"""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A claimed delivery: what to send where, and the lease that lets this worker record its outcome."""
+
+    event_id: str
+    partner: str
+    transaction_code: str
+    sequence: int
+    url: str
+    created: datetime
+    state: StoredState
+    attempts: int  # made before this one
+    lease_token: uuid.UUID
+    endpoint_stopped: bool
+
+
+@dataclass(frozen=True)
+class Attempt:
+    outcome: str  # DELIVERED, FAILED or STOPPED
+    duration_ms: int
+    response_code: int | None = None
+    error: str | None = None
+    address: str | None = None  # the IP address connected to
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    number: int
+    at: datetime
+    duration_ms: int
+    outcome: str
+    response_code: int | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    event_id: str
+    sequence: int
+    transaction_status: str
+    url: str
+    status: str
+    created: datetime
+    next_attempt_at: datetime | None
+    finished_at: datetime | None
+    response_code: int | None
+    attempts: list[AttemptRecord] = field(default_factory=list)
+
+
+class DeliveryStore:
+    def __init__(self, pool: ConnectionPool, schema: str) -> None:
+        self.pool = pool
+        self.names = {
+            "outbox": Identifier(schema, OUTBOX),
+            "attempts": Identifier(schema, ATTEMPTS),
+            "endpoints": Identifier(schema, ENDPOINTS),
+        }
+
+    def _sql(self, statement: str) -> Any:
+        return SQL(statement).format(**self.names)  # type: ignore[arg-type]
+
+    def claim(self, lease_seconds: float) -> Delivery | None:
+        """The next due delivery whose earlier deliveries are all finished, leased to the caller."""
+        token = uuid.uuid4()
+        with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as curs:
+            row = curs.execute(self._sql(CLAIM), {"token": token, "lease": lease_seconds}).fetchone()
+        if row is None:
+            return None
+        return Delivery(
+            event_id=row["event_id"],
+            partner=row["partner"],
+            transaction_code=row["transaction_code"],
+            sequence=row["sequence"],
+            url=row["url"],
+            created=row["created"],
+            state=StoredState(row["transaction_id"], row["version"], row["topic"], bytes(row["state"])),
+            attempts=row["attempts"],
+            lease_token=token,
+            endpoint_stopped=row["endpoint_stopped"],
+        )
+
+    def finish(self, delivery: Delivery, attempt: Attempt | None, status: str) -> None:
+        """Records the attempt (none: nothing was sent) and closes the delivery as DELIVERED or STOPPED."""
+        with self.pool.connection() as conn:
+            if attempt is not None:
+                conn.execute(self._sql(ADD_ATTEMPT), self._attempt(delivery, attempt))
+            conn.execute(
+                self._sql(FINISH),
+                {
+                    "status": status,
+                    "sent": 0 if attempt is None else 1,
+                    "response_code": attempt.response_code if attempt else None,
+                    "event_id": delivery.event_id,
+                    "token": delivery.lease_token,
+                },
+            )
+
+    def retry(self, delivery: Delivery, attempt: Attempt, delay: float, window: float) -> None:
+        """Records a failed attempt; the delivery is due again after `delay` seconds, or given up (FAILED)
+        when that is past `window` seconds after its first attempt."""
+        with self.pool.connection() as conn:
+            conn.execute(self._sql(ADD_ATTEMPT), self._attempt(delivery, attempt))
+            conn.execute(
+                self._sql(RETRY),
+                {
+                    "response_code": attempt.response_code,
+                    "delay": delay,
+                    "window": window,
+                    "event_id": delivery.event_id,
+                    "token": delivery.lease_token,
+                },
+            )
+
+    def stop_endpoint(self, delivery: Delivery, attempt: Attempt) -> None:
+        """The endpoint answered 410: this delivery and every pending one to the same URL are STOPPED."""
+        with self.pool.connection() as conn:
+            conn.execute(
+                self._sql(STOP_ENDPOINT),
+                {
+                    "partner": delivery.partner,
+                    "url": delivery.url,
+                    "event_id": delivery.event_id,
+                    "response_code": attempt.response_code,
+                },
+            )
+        self.finish(delivery, attempt, STOPPED)
+
+    def deliveries(self, partner: str, transaction_code: str) -> list[DeliveryRecord]:
+        """Every delivery of a transaction, in order, each with its attempts."""
+        with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as curs:
+            rows = curs.execute(self._sql(LIST), (partner, transaction_code)).fetchall()
+            attempts = curs.execute(self._sql(LIST_ATTEMPTS), ([row["event_id"] for row in rows],)).fetchall()
+        by_event: dict[str, list[AttemptRecord]] = {}
+        for attempt in attempts:
+            by_event.setdefault(attempt.pop("event_id"), []).append(AttemptRecord(**attempt))
+        return [
+            DeliveryRecord(
+                **{**row, "next_attempt_at": row["next_attempt_at"] if row["status"] == PENDING else None},
+                attempts=by_event.get(row["event_id"], []),
+            )
+            for row in rows
+        ]
+
+    @staticmethod
+    def _attempt(delivery: Delivery, attempt: Attempt) -> dict[str, Any]:
+        return {
+            "event_id": delivery.event_id,
+            "number": delivery.attempts + 1,
+            "duration_ms": attempt.duration_ms,
+            "outcome": attempt.outcome,
+            "response_code": attempt.response_code,
+            "error": attempt.error,
+            "address": attempt.address,
+        }

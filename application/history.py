@@ -1,0 +1,41 @@
+"""Use cases of reading a transaction's past from the event store: every event, and its state at a time."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from eventsourcing.domain import DomainEvent
+
+from application.base import LedgerBase
+from domain.errors import TransactionNotFound
+from domain.transaction import Transaction
+
+
+def happened_at(event: DomainEvent) -> datetime:
+    """When a change happened by the ledger's clock (its `at`, which `created` and `updated` show)."""
+    return getattr(event, "at", event.timestamp)
+
+
+class History(LedgerBase):
+    def history(self, partner: str, code: str, at: datetime | None = None) -> list[DomainEvent]:
+        """The events of the partner's transaction `code`, oldest first: all, or those up to `at`."""
+        events = list(self.repository.event_store.get(Transaction.create_id(partner, code)))
+        if not events:
+            raise TransactionNotFound(f"no transaction with code {code!r}")
+        if at is not None:
+            events = [event for event in events if happened_at(event) <= at]
+            if not events:
+                raise TransactionNotFound(f"transaction {code!r} did not exist yet at {at.isoformat()}")
+        return events
+
+    def as_of(self, partner: str, code: str, at: datetime) -> Transaction:
+        """The transaction as it stood at `at`: after its last event at or before that time."""
+        return self.transaction_history(partner, code, at)[0]
+
+    def transaction_history(
+        self, partner: str, code: str, at: datetime | None = None
+    ) -> tuple[Transaction, list[DomainEvent]]:
+        """The transaction after its last event up to `at` (or its last event), and those events."""
+        events = self.history(partner, code, at)
+        version = events[-1].originator_version
+        return self.repository.get(Transaction.create_id(partner, code), version=version), events

@@ -1,0 +1,144 @@
+"""The audit chain: a hash chain over the event log exactly as stored, kept by a projection and checkpointed.
+
+For the event at notification id n, with its row of `ledger.ledger_events` as stored:
+
+    canonical(n) = f"{notification_id}\\n{originator_id}\\n{originator_version}\\n{topic}\\n" (UTF-8)
+                   followed by the stored `state` bytes, unchanged
+    event_hash(n) = sha256(canonical(n))
+    chain_hash(n) = sha256(chain_hash(previous) || canonical(n)),  chain_hash before the first = 32 zero bytes
+
+(hashes are hex in the tables; `||` joins the previous hash's 32 raw bytes and the canonical bytes). The
+header cannot be ambiguous: ids and versions are digits or a UUID, and topics are Python paths, none of
+which hold a newline; the state is whatever follows the fourth newline.
+
+Why the stored row and not the domain event: the projection is handed decoded domain events, and encoding
+one again (`mapper.to_stored_event`) only reproduces the stored bytes as long as the transcoder, the field
+order and the value objects never change; a chain over re-encoded events would also hash what the code
+thinks an event is, not what the database holds. So `AuditChain` reads the row by its notification id in
+the same transaction that records the link, and hashes those bytes: any later change to any column of a
+chained row (or its deletion) no longer matches the chain, whatever the code does.
+
+`read.audit_checkpoints` keeps the chain hash at every `CHECKPOINT_EVERY`-th link (periodic rows, kept
+forever) and at the latest link (one row, replaced as the chain grows); `at` is the timestamp of the event
+checkpointed, so a rebuild produces the same rows as the live projection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+from psycopg.sql import SQL, Composed, Identifier
+
+from application.log import EVENTS_SCHEMA, LedgerLog
+from projections.postgres import ReadModel
+
+GENESIS = "00" * 32
+CHECKPOINT_EVERY = 1000
+EVENTS_TABLE = Identifier(EVENTS_SCHEMA, f"{LedgerLog.name.lower()}_events")
+CHAIN_TABLE = "audit_chain"
+CHECKPOINTS_TABLE = "audit_checkpoints"
+
+
+def canonical_bytes(
+    notification_id: int, originator_id: UUID | str, originator_version: int, topic: str, state: bytes
+) -> bytes:
+    """The bytes hashed for one stored event (see the module's docstring)."""
+    header = f"{notification_id}\n{originator_id}\n{originator_version}\n{topic}\n"
+    return header.encode() + bytes(state)
+
+
+def event_hash(canonical: bytes) -> str:
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def link(previous_chain_hash: str, canonical: bytes) -> str:
+    """The chain hash after `previous_chain_hash` of the event whose canonical bytes are given."""
+    return hashlib.sha256(bytes.fromhex(previous_chain_hash) + canonical).hexdigest()
+
+
+def stored_canonical(row: dict[str, Any]) -> bytes:
+    """`canonical_bytes` of a row of the events table (as a dict of its columns)."""
+    return canonical_bytes(
+        row["notification_id"], row["originator_id"], row["originator_version"], row["topic"], row["state"]
+    )
+
+
+class AuditChain(ReadModel):
+    """`audit_chain`: one link per event, in notification order; `audit_checkpoints`: see the module."""
+
+    tables = (CHAIN_TABLE, CHECKPOINTS_TABLE)
+
+    def create_statements(self) -> list[Composed]:
+        return [
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                "notification_id bigint PRIMARY KEY, "
+                "seq bigint NOT NULL UNIQUE, "
+                "originator_id uuid NOT NULL, "
+                "originator_version bigint NOT NULL, "
+                "topic text NOT NULL, "
+                "event_hash text NOT NULL, "
+                "chain_hash text NOT NULL)"
+            ).format(self.table(CHAIN_TABLE)),
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {} ("
+                "notification_id bigint PRIMARY KEY, "
+                "seq bigint NOT NULL, "
+                "chain_hash text NOT NULL, "
+                "at timestamptz NOT NULL, "
+                "periodic boolean NOT NULL)"
+            ).format(self.table(CHECKPOINTS_TABLE)),
+        ]
+
+    def append(self, at: datetime, tracking: Tracking) -> None:
+        """Links the stored event at `tracking`'s position to the chain, in one transaction with it."""
+        with self.recording(tracking) as curs:
+            stored = curs.execute(
+                SQL(
+                    "SELECT notification_id, originator_id, originator_version, topic, state FROM {} "
+                    "WHERE notification_id = %s"
+                ).format(EVENTS_TABLE),
+                (tracking.notification_id,),
+            ).fetchone()
+            if stored is None:
+                raise LookupError(f"notification {tracking.notification_id} is not in the event log")
+            last = SQL("SELECT seq, chain_hash FROM {} ORDER BY seq DESC LIMIT 1")
+            head = curs.execute(last.format(self.table(CHAIN_TABLE))).fetchone()
+            seq, previous = (head["seq"] + 1, head["chain_hash"]) if head else (1, GENESIS)
+            canonical = stored_canonical(stored)
+            chain_hash = link(previous, canonical)
+            curs.execute(
+                SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self.table(CHAIN_TABLE)),
+                (
+                    stored["notification_id"],
+                    seq,
+                    stored["originator_id"],
+                    stored["originator_version"],
+                    stored["topic"],
+                    event_hash(canonical),
+                    chain_hash,
+                ),
+            )
+            self._checkpoint(curs, stored["notification_id"], seq, chain_hash, at)
+
+    def _checkpoint(self, curs: Any, notification_id: int, seq: int, chain_hash: str, at: datetime) -> None:
+        checkpoints = self.table(CHECKPOINTS_TABLE)
+        curs.execute(SQL("DELETE FROM {} WHERE NOT periodic").format(checkpoints))
+        curs.execute(
+            SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s)").format(checkpoints),
+            (notification_id, seq, chain_hash, at, seq % CHECKPOINT_EVERY == 0),
+        )
+
+
+class AuditChainProjection(Projection[AuditChain]):
+    """Every event, whatever its type, becomes a link of the chain."""
+
+    name = "AuditChain"
+
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        self.view.append(domain_event.timestamp, tracking)

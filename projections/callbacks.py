@@ -1,0 +1,187 @@
+"""The callbacks outbox: one row per status change of a transaction that has a callback URL.
+
+The projection keeps each transaction's state (`callback_transactions`: eventsourcing's snapshot of the
+aggregate, rebuilt from the events by the domain's own handlers) and, whenever an event changes the status of
+a transaction with a callback URL, inserts a delivery into `callback_outbox` in the same database transaction
+as its tracking position, so a crash never loses one and never makes two:
+
+- `event_id` is stable (`evt_` + a UUID5 of the transaction's id and version): receivers deduplicate by it;
+- `sequence` counts the transaction's status changes from 1, so deliveries are sent in that order;
+- `state` is the transaction as it stood after the event; the body is rendered from it at send time.
+
+The delivery columns (`status`, `attempts`, `next_attempt_at`, lease) and the tables `callback_attempts` and
+`callback_endpoints` are written by the delivery worker (`application.callbacks`), never by the projection.
+A rebuild (`reset`) empties `callback_transactions` only: replaying the events derives the same event ids,
+and an outbox row that exists already is left as it is, so a rebuild never sends a callback again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+from psycopg.sql import SQL, Composed
+
+from application.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
+from application.callbacks.snapshots import StoredState, restore, store
+from domain.transaction import Transaction
+from projections.postgres import ReadModel
+
+EVENT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:broker-ledger:callbacks")
+
+CREATE = (
+    """CREATE TABLE IF NOT EXISTS {callback_transactions} (
+    transaction_id uuid PRIMARY KEY,
+    partner text NOT NULL,
+    transaction_code text NOT NULL,
+    version integer NOT NULL,
+    topic text NOT NULL,
+    state bytea NOT NULL,
+    status text NOT NULL,
+    sequence integer NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS {callback_outbox} (
+    event_id text PRIMARY KEY,
+    partner text NOT NULL,
+    transaction_id uuid NOT NULL,
+    transaction_code text NOT NULL,
+    sequence integer NOT NULL,
+    transaction_status text NOT NULL,
+    url text NOT NULL,
+    topic text NOT NULL,
+    version integer NOT NULL,
+    state bytea NOT NULL,
+    created timestamptz NOT NULL,
+    notification_id bigint NOT NULL,
+    status text NOT NULL DEFAULT 'pending',
+    attempts integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    first_attempt_at timestamptz,
+    finished_at timestamptz,
+    response_code integer,
+    lease_token uuid,
+    leased_until timestamptz,
+    UNIQUE (transaction_id, sequence))""",
+    "CREATE INDEX IF NOT EXISTS callback_outbox_due ON {callback_outbox} (next_attempt_at) "
+    "WHERE status = 'pending'",
+    "CREATE INDEX IF NOT EXISTS callback_outbox_code ON {callback_outbox} "
+    "(partner, transaction_code, sequence)",
+    "CREATE INDEX IF NOT EXISTS callback_outbox_url ON {callback_outbox} (partner, url) "
+    "WHERE status = 'pending'",
+    """CREATE TABLE IF NOT EXISTS {callback_attempts} (
+    id bigserial PRIMARY KEY,
+    event_id text NOT NULL,
+    number integer NOT NULL,
+    at timestamptz NOT NULL DEFAULT now(),
+    duration_ms integer NOT NULL,
+    outcome text NOT NULL,
+    response_code integer,
+    error text,
+    address text)""",
+    "CREATE INDEX IF NOT EXISTS callback_attempts_event ON {callback_attempts} (event_id, id)",
+    """CREATE TABLE IF NOT EXISTS {callback_endpoints} (
+    partner text NOT NULL,
+    url text NOT NULL,
+    stopped_at timestamptz NOT NULL DEFAULT now(),
+    event_id text NOT NULL,
+    response_code integer NOT NULL,
+    PRIMARY KEY (partner, url))""",
+)
+
+
+def event_id(transaction_id: uuid.UUID, version: int) -> str:
+    """The delivery's id, the same for every attempt and every rebuild: `webhook-id` for receivers."""
+    return "evt_" + uuid.uuid5(EVENT_NAMESPACE, f"{transaction_id}/{version}").hex
+
+
+class CallbackOutbox(ReadModel):
+    tables = (STATES,)  # see the module's docstring: a rebuild keeps the outbox and its delivery history
+
+    def create_statements(self) -> list[Composed]:
+        names = {name: self.table(name) for name in (STATES, OUTBOX, ATTEMPTS, ENDPOINTS)}
+        return [SQL(statement).format(**names) for statement in CREATE]
+
+    def apply(self, event: Any, tracking: Tracking) -> None:
+        """Moves the transaction's state on by `event`; a status change with a URL becomes a delivery."""
+        with self.recording(tracking) as curs:
+            row = curs.execute(
+                SQL("SELECT version, topic, state, sequence FROM {} WHERE transaction_id = %s").format(
+                    self.table(STATES)
+                ),
+                (event.originator_id,),
+            ).fetchone()
+            before = restore(StoredState(event.originator_id, **_state_of(row))) if row else None
+            status_before = before.status if before is not None else None
+            after = event.mutate(before)  # the same object, moved on
+            stored = store(after)
+            sequence = row["sequence"] if row else 0
+            url = after.order.callback_url
+            if url and after.status != status_before:
+                sequence += 1
+                self._enqueue(curs, tracking, after, stored, sequence, after.updated)
+            curs.execute(
+                SQL(
+                    "INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (transaction_id) "
+                    "DO UPDATE SET version = excluded.version, topic = excluded.topic, "
+                    "state = excluded.state, status = excluded.status, sequence = excluded.sequence"
+                ).format(self.table(STATES)),
+                (
+                    after.id,
+                    after.order.partner,
+                    after.order.code,
+                    stored.version,
+                    stored.topic,
+                    stored.state,
+                    str(after.status),
+                    sequence,
+                ),
+            )
+
+    def _enqueue(
+        self,
+        curs: Any,
+        tracking: Tracking,
+        after: Transaction,
+        stored: StoredState,
+        sequence: int,
+        at: datetime,
+    ) -> None:
+        curs.execute(
+            SQL(
+                "INSERT INTO {} (event_id, partner, transaction_id, transaction_code, sequence, "
+                "transaction_status, url, topic, version, state, created, notification_id) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+            ).format(self.table(OUTBOX)),
+            (
+                event_id(after.id, after.version),
+                after.order.partner,
+                after.id,
+                after.order.code,
+                sequence,
+                str(after.status),
+                after.order.callback_url,
+                stored.topic,
+                stored.version,
+                stored.state,
+                at,
+                tracking.notification_id,
+            ),
+        )
+
+
+def _state_of(row: dict[str, Any]) -> dict[str, Any]:
+    return {"version": row["version"], "topic": row["topic"], "state": row["state"]}
+
+
+class CallbackOutboxProjection(Projection[CallbackOutbox]):
+    """Transaction events move the kept states on; every other event only advances the position."""
+
+    name = "CallbackOutbox"
+
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        if isinstance(domain_event, Transaction.Event):
+            self.view.apply(domain_event, tracking)
+        else:
+            self.view.skip(tracking)

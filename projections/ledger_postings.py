@@ -1,0 +1,290 @@
+"""Double-entry ledger postings: every money-moving event of a buy, a sell or a reserve adjustment posts
+balanced entries, in fiat and in crypto, to `read.postings`, and keeps `read.balances` (account x currency)
+up to date in the same database transaction. For every currency, debits equal credits after every event.
+
+Chart of accounts (a balance is debits minus credits; reserves are `reserve:<name>`):
+
+| account | assets | holds |
+|---|---|---|
+| `reserve:bank` | fiat | the Exchange reserve: buyers' payments in, sellers' payouts out |
+| `reserve:hot-wallet` | crypto | the HotWallet reserve: sellers' crypto in; buyers' crypto, fees out |
+| `reserve:<name>` | both | any other reserve named by operator adjustments (Exchange, HotWallet, ColdStore) |
+| `customer_receivable` | fiat | buyers' payments owed for committed buys, until the buy completes |
+| `customer_crypto_liability` | crypto | crypto owed to buyers of committed buys (locked in the hot wallet) |
+| `network_fees_payable` | crypto | network fees of committed buys' sendouts (locked in the hot wallet) |
+| `network_fees` | crypto | network fees spent on sendouts (expense) |
+| `payout_liability` | fiat | payouts owed to sellers whose crypto is confirmed (locked in the bank) |
+| `fee_revenue`, `bank_fees`, `network_fee_recovery` | fiat | the partner, bank and network fees charged |
+| `trading` | both | the conversion between fiat and crypto at the executed price |
+| `unconfirmed_deposits`, `deposits_pending` | crypto | memo pair: sellers' payments seen, unconfirmed |
+| `suspense` | crypto | payments of a wrong amount (BLOCKED sells), held until sorted out |
+| `equity` | both | opening balances recorded by the operator |
+
+When each event posts:
+- buy `Committed`: Dr receivable (fiat value); Cr fees and Cr trading (crypto value) in fiat; Dr trading
+  (crypto amount) and Dr network_fees, Cr customer_crypto_liability and Cr network_fees_payable in crypto.
+- buy `Completed`: the liabilities are settled from the hot wallet (crypto amount plus network fee); the
+  receivable is settled into the bank.
+- sell `Confirming` (first time): memo Dr unconfirmed_deposits, Cr deposits_pending (crypto amount).
+- sell `ToPayout`: memo reversed; Dr hot wallet, Cr trading (crypto); Dr trading (crypto value), Cr
+  payout_liability (payout) and Cr fees (fiat). Sell `PaidOut`: Dr payout_liability, Cr bank.
+- sell `Completed` (confirmed, partner without Payouts): both of the above at once.
+- sell `Blocked`: memo reversed; the amount received Dr hot wallet, Cr suspense.
+- `Cancelled`: nothing to post (a staged buy or an unpaid sell has posted nothing); the deal is forgotten.
+- `ReserveAdjustment.Recorded`: opening balance Dr reserve, Cr equity; move Dr target, Cr source reserve.
+Every other event (customers, accounts, limits, `SendoutSeen`, `PayoutConfirming`...) only moves the
+position. The rules themselves are in `projections.posting_rules`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Composed
+from psycopg.types.json import Jsonb
+
+from domain.reserves import BUILT_IN, ReserveAdjustment
+from domain.transaction import Transaction, TransactionType
+from projections import posting_rules as rules
+from projections.postgres import ReadModel
+from projections.posting_rules import Deal, Entry
+
+POSTINGS = """CREATE TABLE IF NOT EXISTS {postings} (
+    notification_id bigint NOT NULL,
+    entry integer NOT NULL,
+    event text NOT NULL,
+    partner text,
+    transaction_code text,
+    adjustment_code text,
+    account text NOT NULL,
+    currency_code text NOT NULL,
+    debit numeric NOT NULL,
+    credit numeric NOT NULL,
+    at timestamptz NOT NULL,
+    PRIMARY KEY (notification_id, entry))"""
+POSTINGS_INDEX = """CREATE INDEX IF NOT EXISTS postings_by_transaction
+    ON {postings} (partner, transaction_code)"""
+BALANCES = """CREATE TABLE IF NOT EXISTS {balances} (
+    account text NOT NULL,
+    currency_code text NOT NULL,
+    debit numeric NOT NULL,
+    credit numeric NOT NULL,
+    balance numeric NOT NULL,
+    updated timestamptz NOT NULL,
+    notification_id bigint NOT NULL,
+    PRIMARY KEY (account, currency_code))"""
+DEALS = """CREATE TABLE IF NOT EXISTS {posting_deals} (
+    id uuid PRIMARY KEY,
+    deal jsonb NOT NULL,
+    memo numeric NOT NULL,
+    received boolean NOT NULL)"""
+PLACES = """CREATE TABLE IF NOT EXISTS {reserve_places} (
+    name text PRIMARY KEY,
+    type text NOT NULL,
+    created timestamptz NOT NULL)"""
+
+
+@dataclass(frozen=True)
+class DealState:
+    """An open transaction as the projection remembers it: its amounts, its memo, whether it was received."""
+
+    deal: Deal
+    memo: Decimal = Decimal(0)
+    received: bool = False
+
+
+@dataclass(frozen=True)
+class Posting:
+    """The entries of one event, and what they are about."""
+
+    event: str
+    at: datetime
+    entries: list[Entry]
+    partner: str | None = None
+    transaction_code: str | None = None
+    adjustment_code: str | None = None
+
+
+class Postings(ReadModel):
+    tables = ("postings", "balances", "posting_deals", "reserve_places")
+
+    def create_statements(self) -> list[Composed]:
+        names = {name: self.table(name) for name in self.tables}
+        return [SQL(ddl).format(**names) for ddl in (POSTINGS, POSTINGS_INDEX, BALANCES, DEALS, PLACES)]
+
+    def deal_state(self, deal_id: UUID) -> DealState | None:
+        with self.datastore.transaction(commit=False) as curs:
+            select = SQL("SELECT deal, memo, received FROM {} WHERE id = %s")
+            row = curs.execute(select.format(self.table("posting_deals")), (deal_id,)).fetchone()
+        if row is None:
+            return None
+        return DealState(Deal.from_json(row["deal"]), Decimal(row["memo"]), row["received"])
+
+    def record(
+        self,
+        tracking: Tracking,
+        posting: Posting | None = None,
+        *,
+        deal_id: UUID | None = None,
+        state: DealState | None = None,
+        places: list[tuple[str, str, datetime]] = (),
+    ) -> None:
+        """Writes the posting, the deal's new state (None: forgotten) and reserves' names, with `tracking`."""
+        with self.recording(tracking) as curs:
+            if posting is not None:
+                self._post(curs, tracking.notification_id, posting)
+            if deal_id is not None:
+                self._keep(curs, deal_id, state)
+            if places:
+                curs.executemany(
+                    SQL("INSERT INTO {} VALUES (%s, %s, %s) ON CONFLICT (name) DO NOTHING").format(
+                        self.table("reserve_places")
+                    ),
+                    places,
+                )
+
+    def _post(self, curs: Cursor[DictRow], position: int, posting: Posting) -> None:
+        entries = rules.balanced(posting.entries)  # never writes an unbalanced set
+        source = (position, posting.event, posting.partner, posting.transaction_code, posting.adjustment_code)
+        curs.executemany(
+            SQL(
+                "INSERT INTO {} (notification_id, event, partner, transaction_code, adjustment_code,"
+                " entry, account, currency_code, debit, credit, at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            ).format(self.table("postings")),
+            [
+                (*source, number, e.account, e.currency, e.debit, e.credit, posting.at)
+                for number, e in enumerate(entries, start=1)
+            ],
+        )
+        totals: dict[tuple[str, str], list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+        for e in entries:
+            totals[e.account, e.currency][0] += e.debit
+            totals[e.account, e.currency][1] += e.credit
+        curs.executemany(
+            SQL(
+                "INSERT INTO {b} AS b VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (account, currency_code) DO UPDATE"
+                " SET debit = b.debit + excluded.debit, credit = b.credit + excluded.credit,"
+                " balance = b.balance + excluded.balance, updated = excluded.updated,"
+                " notification_id = excluded.notification_id"
+            ).format(b=self.table("balances")),
+            [
+                (account, currency, dr, cr, dr - cr, posting.at, position)
+                for (account, currency), (dr, cr) in sorted(totals.items())
+            ],
+        )
+
+    def _keep(self, curs: Cursor[DictRow], deal_id: UUID, state: DealState | None) -> None:
+        table = self.table("posting_deals")
+        if state is None:
+            curs.execute(SQL("DELETE FROM {} WHERE id = %s").format(table), (deal_id,))
+            return
+        curs.execute(
+            SQL(
+                "INSERT INTO {} VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE"
+                " SET deal = excluded.deal, memo = excluded.memo, received = excluded.received"
+            ).format(table),
+            (deal_id, Jsonb(state.deal.to_json()), state.memo, state.received),
+        )
+
+
+class PostingsProjection(Projection[Postings]):
+    name = "Postings"
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        self.view.skip(tracking)
+
+    @process_event.register
+    def _opened(self, event: Transaction.Staged | Transaction.Initiated, tracking: Tracking) -> None:
+        self.view.record(tracking, deal_id=event.originator_id, state=DealState(Deal.of(event.order)))
+
+    @process_event.register
+    def _committed(self, event: Transaction.Committed, tracking: Tracking) -> None:
+        state = self._state(event)
+        self._post(tracking, event, state, rules.buy_committed(state.deal), keep=state)
+
+    @process_event.register
+    def _confirming(self, event: Transaction.Confirming, tracking: Tracking) -> None:
+        state = self._state(event)
+        if state.memo:  # a later report, still short of the confirmations required: posted already
+            self.view.skip(tracking)
+            return
+        amount = event.payment.amount
+        entries = rules.deposit_seen(state.deal.crypto, amount)
+        self._post(tracking, event, state, entries, keep=DealState(state.deal, memo=amount))
+
+    @process_event.register
+    def _to_payout(self, event: Transaction.ToPayout, tracking: Tracking) -> None:
+        state = self._state(event)
+        entries = rules.sell_received(state.deal, state.memo)
+        self._post(tracking, event, state, entries, keep=DealState(state.deal, received=True))
+
+    @process_event.register
+    def _paid_out(self, event: Transaction.PaidOut, tracking: Tracking) -> None:
+        state = self._state(event)
+        self._post(tracking, event, state, rules.sell_paid_out(state.deal))
+
+    @process_event.register
+    def _completed(self, event: Transaction.Completed, tracking: Tracking) -> None:
+        state = self._state(event)
+        deal = state.deal
+        if deal.type == TransactionType.BUY:
+            entries = rules.buy_completed(deal)
+        else:
+            received = [] if state.received else rules.sell_received(deal, state.memo)
+            entries = [*received, *rules.sell_paid_out(deal)]
+        self._post(tracking, event, state, entries)
+
+    @process_event.register
+    def _blocked(self, event: Transaction.Blocked, tracking: Tracking) -> None:
+        state = self._state(event)
+        entries = rules.sell_blocked(state.deal, state.memo, event.payment.amount)
+        self._post(tracking, event, state, entries)
+
+    @process_event.register
+    def _cancelled(self, event: Transaction.Cancelled, tracking: Tracking) -> None:
+        state = self._state(event)
+        entries = rules.deposit_settled(state.deal.crypto, state.memo) if state.memo else []
+        self._post(tracking, event, state, entries)
+
+    @process_event.register
+    def _adjusted(self, event: ReserveAdjustment.Recorded, tracking: Tracking) -> None:
+        entries = rules.adjustment(
+            event.kind, event.asset_code, event.amount, event.to_reserve, event.from_reserve
+        )
+        posting = Posting("Recorded", event.at, entries, adjustment_code=event.code)
+        named = [(event.to_reserve, event.to_type), (event.from_reserve, event.from_type)]
+        places = [(name, kind, event.at) for name, kind in named if name and name not in BUILT_IN]
+        self.view.record(tracking, posting, places=places)
+
+    def _state(self, event: Any) -> DealState:
+        state = self.view.deal_state(event.originator_id)
+        if state is None:
+            raise LookupError(f"{type(event).__qualname__} of {event.originator_id}: unknown transaction")
+        return state
+
+    def _post(
+        self,
+        tracking: Tracking,
+        event: Any,
+        state: DealState,
+        entries: list[Entry],
+        keep: DealState | None = None,
+    ) -> None:
+        """Posts `entries` (if any) and keeps the deal's new state, or forgets it when it is final."""
+        deal = state.deal
+        name = type(event).__name__
+        posting = Posting(name, event.at, entries, deal.partner, deal.code) if entries else None
+        self.view.record(tracking, posting, deal_id=event.originator_id, state=keep)

@@ -1,0 +1,71 @@
+"""Reads of the read models for the API: plain rows of `read.transactions`, always of one partner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.sql import SQL, Composable, Identifier, Placeholder
+
+from projections.read_models import ReadModels
+
+
+@dataclass(frozen=True)
+class TransactionFilter:
+    """What the list of transactions may be narrowed to; `created_from` inclusive, `created_to` exclusive."""
+
+    customer_code: str | None = None
+    status: str | None = None
+    type: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+    def conditions(self) -> tuple[Composable, dict[str, Any]]:
+        """The WHERE clause (partner added by the caller) and its parameters."""
+        params: dict[str, Any] = {}
+        parts: list[Composable] = []
+        for column, operator, value in (
+            ("customer_code", "=", self.customer_code),
+            ("status", "=", self.status),
+            ("type", "=", self.type),
+            ("created", ">=", self.created_from),
+            ("created", "<", self.created_to),
+        ):
+            if value is not None:
+                name = f"p{len(params)}"
+                params[name] = value
+                parts.append(SQL("{} " + operator + " {}").format(Identifier(column), Placeholder(name)))
+        return SQL("").join(SQL(" AND ") + part for part in parts), params
+
+
+def find_transaction(view: ReadModels, partner: str, code: str) -> dict[str, Any] | None:
+    with view.datastore.transaction(commit=False) as curs:
+        return curs.execute(
+            SQL("SELECT * FROM {} WHERE partner = %s AND transaction_code = %s").format(
+                view.table("transactions")
+            ),
+            (partner, code),
+        ).fetchone()
+
+
+def transaction_page(
+    view: ReadModels, partner: str, where: TransactionFilter, page: int, page_size: int
+) -> tuple[int, list[dict[str, Any]]]:
+    """How many transactions match, and those of page `page` (from 1), newest first."""
+    conditions, params = where.conditions()
+    params |= {"partner": partner, "limit": page_size, "offset": (page - 1) * page_size}
+    table = view.table("transactions")
+    with view.datastore.transaction(commit=False) as curs:
+        counted = curs.execute(
+            SQL("SELECT count(*) AS total FROM {} WHERE partner = %(partner)s{}").format(table, conditions),
+            params,
+        ).fetchone()
+        rows = curs.execute(
+            SQL(
+                "SELECT * FROM {} WHERE partner = %(partner)s{} "
+                "ORDER BY created DESC, transaction_code DESC LIMIT %(limit)s OFFSET %(offset)s"
+            ).format(table, conditions),
+            params,
+        ).fetchall()
+    return counted["total"], rows

@@ -1,0 +1,321 @@
+"""The read models: customers, accounts, transactions, their status history and volumes, as SQL tables.
+
+`ReadModelsProjection` turns each event of the ledger into changes of the `ReadModels` tables, made in the
+same database transaction as the event's position (`recording`), and tracks every other event's position
+too (`skip`), so that a reader can wait for any position of the event log. Each change is also safe on its
+own: rows are inserted once (ON CONFLICT DO NOTHING) and updated only by a newer aggregate version, so
+volumes are counted once per transaction and taken back once on cancellation.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from decimal import Decimal
+from functools import singledispatchmethod
+from time import monotonic, sleep
+from typing import Any
+
+from eventsourcing.domain import DomainEvent
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Composed, Identifier, Placeholder
+from psycopg.types.json import Jsonb
+
+from domain.account import Account
+from domain.customer import Customer, CustomerStatus
+from domain.transaction import Order, Status, Transaction, balance_mutation
+from projections.postgres import ReadModel
+from projections.read_tables import AMOUNT_COLUMNS, TABLES, VOLUME_SUMS, create_statements
+
+VOLUME_KEY = ("partner", "customer_code", "payment_method_code", "type", "currency_code", "crypto_code")
+CREATE_LOCK = 0x52454144_4D4F444C  # serialises concurrent creation of the tables by several workers
+
+
+class ReadModels(ReadModel):
+    """The tables of the read models, their writes (each on the cursor of one `recording`) and position."""
+
+    tables = TABLES
+
+    def create_statements(self) -> list[Composed]:
+        return create_statements(self.table)
+
+    def _create_table(self, curs: Cursor[DictRow]) -> None:
+        curs.execute("SELECT pg_advisory_xact_lock(%s)", (CREATE_LOCK,))
+        super()._create_table(curs)
+
+    def insert(self, curs: Cursor[DictRow], table: str, row: dict[str, Any]) -> bool:
+        """Inserts `row` unless its key is there already; tells whether it did."""
+        statement = SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING RETURNING 1").format(
+            self.table(table),
+            SQL(", ").join(map(Identifier, row)),
+            SQL(", ").join(map(Placeholder, row)),
+        )
+        return curs.execute(statement, row).fetchone() is not None
+
+    def update(
+        self, curs: Cursor[DictRow], table: str, event: DomainEvent, tracking: Tracking, **values: Any
+    ) -> None:
+        """Sets `values` on the aggregate's row, if the row is of an older version than the event's.
+        A value may be SQL (`account_count + 1`): it is then an expression of the row's old values."""
+        values = {**values, "version": event.originator_version, "notification_id": tracking.notification_id}
+        assignments = SQL(", ").join(
+            SQL("{} = {}").format(Identifier(name), value if isinstance(value, SQL) else Placeholder(name))
+            for name, value in values.items()
+        )
+        params = {name: value for name, value in values.items() if not isinstance(value, SQL)}
+        statement = SQL("UPDATE {} SET {} WHERE id = %(id)s AND version < %(version)s").format(
+            self.table(table), assignments
+        )
+        curs.execute(statement, {**params, "id": event.originator_id})
+
+    def change_transaction(
+        self, curs: Cursor[DictRow], event: DomainEvent, tracking: Tracking, **values: Any
+    ) -> None:
+        """Updates a transaction's row; a change of status is added to its history and a cancellation
+        takes the transaction out of the volumes."""
+        old = curs.execute(
+            SQL("SELECT * FROM {} WHERE id = %s AND version < %s FOR UPDATE").format(
+                self.table("transactions")
+            ),
+            (event.originator_id, event.originator_version),
+        ).fetchone()
+        if old is None:
+            return  # applied already
+        status = values.get("status", old["status"])
+        if status != old["status"]:
+            values["previous_status"] = old["status"]
+        self.update(curs, "transactions", event, tracking, **values)
+        if status != old["status"]:
+            self.record_status(curs, old, old["status"], status, event, tracking)
+            if status == Status.CANCELLED:
+                self.add_volume(curs, old, -1)
+
+    def record_status(
+        self,
+        curs: Cursor[DictRow],
+        transaction: dict[str, Any],
+        from_status: str | None,
+        to_status: str,
+        event: DomainEvent,
+        tracking: Tracking,
+    ) -> None:
+        self.insert(
+            curs,
+            "transaction_status_history",
+            {
+                "partner": transaction["partner"],
+                "transaction_code": transaction["transaction_code"],
+                "version": event.originator_version,
+                "from_status": from_status,
+                "to_status": to_status,
+                "at": getattr(event, "at", event.timestamp),
+                "event_type": type(event).__name__,
+                "notification_id": tracking.notification_id,
+            },
+        )
+
+    def add_volume(self, curs: Cursor[DictRow], transaction: dict[str, Any], sign: int) -> None:
+        """Counts a transaction in the volumes of its day (UTC, by creation), or with -1 takes it out."""
+        key = {name: transaction[name] for name in VOLUME_KEY}
+        key["day"] = transaction["created"].astimezone(UTC).date()
+        sums = {name: sign * amount for name, amount in volume_amounts(transaction).items()}
+        row = {**key, "count": sign, **sums}
+        added = SQL(", ").join(
+            SQL("{0} = {1}.{0} + EXCLUDED.{0}").format(Identifier(name), self.table("daily_volumes"))
+            for name in ("count", *VOLUME_SUMS)
+        )
+        curs.execute(
+            SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}").format(
+                self.table("daily_volumes"),
+                SQL(", ").join(map(Identifier, row)),
+                SQL(", ").join(map(Placeholder, row)),
+                SQL(", ").join(map(Identifier, key)),
+                added,
+            ),
+            row,
+        )
+        where = SQL(" AND ").join(SQL("{} = {}").format(Identifier(name), Placeholder(name)) for name in key)
+        curs.execute(
+            SQL("DELETE FROM {} WHERE {} AND count = 0").format(self.table("daily_volumes"), where), key
+        )
+
+    def caught_up(self, notification_id: int, timeout: float) -> bool:
+        """Waits (at most `timeout` seconds) until this view has processed `notification_id`."""
+        deadline = monotonic() + timeout
+        interval = 0.002
+        while self.position() < notification_id:
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                return False
+            sleep(min(interval, remaining))
+            interval = min(interval * 2, 0.05)
+        return True
+
+
+def volume_amounts(transaction: dict[str, Any]) -> dict[str, Decimal]:
+    fees_fiat = ("partner_fee_fiat", "bank_fee_fiat", "network_fee_fiat")
+    fees_crypto = ("partner_fee_crypto", "bank_fee_crypto", "network_fee_crypto")
+    return {
+        "fiat_value": transaction["fiat_value"],
+        "crypto_amount": transaction["crypto_amount"],
+        **{name: transaction[name] for name in fees_fiat},
+        "fees_fiat": sum((transaction[name] for name in fees_fiat), Decimal(0)),
+        "fees_crypto": sum((transaction[name] for name in fees_crypto), Decimal(0)),
+    }
+
+
+def transaction_row(event: Transaction.Staged | Transaction.Initiated, tracking: Tracking) -> dict[str, Any]:
+    """The first row of a transaction, from the event that created it."""
+    order: Order = event.order
+    quote, fees = order.quote, order.quote.fees
+    crypto_mutation, fiat_mutation = balance_mutation(order)
+    amounts = (
+        *(quote.requested_crypto, quote.requested_fiat, quote.requested_price),
+        *(quote.crypto_amount, quote.fiat_value, quote.price, quote.crypto_value),
+        *(fees.partner_fiat, fees.partner_crypto, fees.bank_fiat, fees.bank_crypto),
+        *(fees.network_fiat, fees.network_crypto, crypto_mutation, fiat_mutation, order.limit_amount),
+    )
+    return {
+        "partner": order.partner,
+        "transaction_code": order.code,
+        "id": event.originator_id,
+        "type": str(order.type),
+        "status": Status.STAGED if isinstance(event, Transaction.Staged) else Status.INITIATED,
+        "customer_code": order.customer_code,
+        "account_code": order.account_code,
+        "crypto_code": order.crypto,
+        "currency_code": order.currency,
+        "payment_method_code": order.payment_method,
+        "destination_address": order.destination_address or None,
+        "deposit_path": order.deposit_path,
+        "payment_reference": order.payment_reference,
+        "callback_url": order.callback_url,
+        "customer_ip": getattr(order, "customer_ip", None),
+        "data": Jsonb(dict(order.data)),
+        **dict(zip(AMOUNT_COLUMNS, amounts, strict=True)),
+        "created": event.at,
+        "updated": event.at,
+        "valid_until": event.valid_until,
+        "version": event.originator_version,
+        "notification_id": tracking.notification_id,
+    }
+
+
+STATUS_OF_EVENT: dict[type, Status | None] = {
+    Transaction.SendoutSeen: None,
+    Transaction.Confirming: Status.CONFIRMING,
+    Transaction.ToPayout: Status.TO_PAYOUT,
+    Transaction.Blocked: Status.BLOCKED,
+    Transaction.Completed: Status.COMPLETED,
+    Transaction.PayoutConfirming: Status.PAYOUT_CONFIRMING,
+    Transaction.PaidOut: Status.COMPLETED,
+}
+
+
+class ReadModelsProjection(Projection[ReadModels]):
+    name = "ReadModels"
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        self.view.skip(tracking)
+
+    @process_event.register
+    def _customer_registered(self, event: Customer.Registered, tracking: Tracking) -> None:
+        row = {
+            "partner": event.partner,
+            "customer_code": event.code,
+            "id": event.originator_id,
+            "trust_level": event.trust_level,
+            "status": str(event.status),
+            "currency_code": event.currency,
+            "portfolio_code": event.portfolio,
+            "created": event.at,
+            "updated": event.at,
+            "activated": event.at if event.status == CustomerStatus.ACTIVE else None,
+            "version": event.originator_version,
+            "notification_id": tracking.notification_id,
+        }
+        with self.view.recording(tracking) as curs:
+            self.view.insert(curs, "customers", row)
+
+    @process_event.register
+    def _customer_activated(self, event: Customer.Activated, tracking: Tracking) -> None:
+        with self.view.recording(tracking) as curs:
+            values = {"status": CustomerStatus.ACTIVE.value, "activated": event.at, "updated": event.at}
+            self.view.update(curs, "customers", event, tracking, **values)
+
+    @process_event.register
+    def _account_linked(self, event: Customer.AccountLinked, tracking: Tracking) -> None:
+        with self.view.recording(tracking) as curs:
+            count = SQL("account_count + 1")
+            self.view.update(curs, "customers", event, tracking, account_count=count, updated=event.at)
+
+    @process_event.register
+    def _account_opened(self, event: Account.Opened, tracking: Tracking) -> None:
+        row = {
+            "partner": event.partner,
+            "account_code": event.code,
+            "id": event.originator_id,
+            "customer_code": event.customer_code,
+            "crypto_code": event.crypto,
+            "customer_address": event.customer_address,
+            "deposit_address": event.deposit_address,
+            "deposit_path": event.deposit_path,
+            "status": "ACTIVE",
+            "created": event.at,
+            "version": event.originator_version,
+            "notification_id": tracking.notification_id,
+        }
+        with self.view.recording(tracking) as curs:
+            self.view.insert(curs, "accounts", row)
+
+    @process_event.register(Transaction.Staged)
+    @process_event.register(Transaction.Initiated)
+    def _transaction_created(self, event: Any, tracking: Tracking) -> None:
+        row = transaction_row(event, tracking)
+        with self.view.recording(tracking) as curs:
+            if self.view.insert(curs, "transactions", row):
+                self.view.record_status(curs, row, None, row["status"], event, tracking)
+                self.view.add_volume(curs, row, +1)
+
+    @process_event.register
+    def _committed(self, event: Transaction.Committed, tracking: Tracking) -> None:
+        with self.view.recording(tracking) as curs:
+            self.view.change_transaction(curs, event, tracking, status=Status.SENDING, updated=event.at)
+
+    @process_event.register(Transaction.SendoutSeen)
+    @process_event.register(Transaction.Confirming)
+    @process_event.register(Transaction.ToPayout)
+    @process_event.register(Transaction.Blocked)
+    @process_event.register(Transaction.Completed)
+    def _payment_seen(self, event: Any, tracking: Tracking) -> None:
+        values = {
+            "updated": event.at,
+            "blockchain_tx_id": event.payment.tx_id,
+            "confirmations": event.payment.confirmations,
+            "received_crypto_amount": event.payment.amount,
+        }
+        status = STATUS_OF_EVENT[type(event)]
+        if status is not None:
+            values["status"] = status
+        with self.view.recording(tracking) as curs:
+            self.view.change_transaction(curs, event, tracking, **values)
+
+    @process_event.register(Transaction.PayoutConfirming)
+    @process_event.register(Transaction.PaidOut)
+    def _payout(self, event: Any, tracking: Tracking) -> None:
+        values: dict[str, Any] = {"status": STATUS_OF_EVENT[type(event)], "updated": event.at}
+        if event.reference:
+            values["payout_reference"] = event.reference
+        if event.bank_account_id:
+            values["customer_bank_account_id"] = event.bank_account_id
+        with self.view.recording(tracking) as curs:
+            self.view.change_transaction(curs, event, tracking, **values)
+
+    @process_event.register
+    def _cancelled(self, event: Transaction.Cancelled, tracking: Tracking) -> None:
+        values = {"status": Status.CANCELLED, "cancel_reason": event.reason, "updated": event.at}
+        with self.view.recording(tracking) as curs:
+            self.view.change_transaction(curs, event, tracking, **values)

@@ -1,0 +1,182 @@
+"""The tables of the read models (schema `read` unless told otherwise), as `docs/analytics.md` describes them.
+
+Every row is scoped by partner: primary keys start with it, as codes are unique per partner only. Each row
+keeps the `version` of its aggregate and the `notification_id` of the event that last changed it, so a
+reader can tell how fresh it is and an event applied a second time changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from psycopg.sql import SQL, Composed, Identifier
+
+TABLES = ("customers", "accounts", "transactions", "transaction_status_history", "daily_volumes")
+VIEWS = ("monthly_volumes",)
+
+AMOUNT_COLUMNS = (
+    "requested_crypto_amount",
+    "requested_fiat_value",
+    "requested_price",
+    "crypto_amount",
+    "fiat_value",
+    "crypto_price",
+    "crypto_value",
+    "partner_fee_fiat",
+    "partner_fee_crypto",
+    "bank_fee_fiat",
+    "bank_fee_crypto",
+    "network_fee_fiat",
+    "network_fee_crypto",
+    "balance_crypto",
+    "balance_fiat",
+    "limit_amount",
+)
+VOLUME_SUMS = (
+    "fiat_value",
+    "crypto_amount",
+    "partner_fee_fiat",
+    "bank_fee_fiat",
+    "network_fee_fiat",
+    "fees_fiat",
+    "fees_crypto",
+)
+
+CUSTOMERS = """CREATE TABLE IF NOT EXISTS {customers} (
+    partner text NOT NULL,
+    customer_code text NOT NULL,
+    id uuid NOT NULL UNIQUE,
+    trust_level text NOT NULL,
+    status text NOT NULL,
+    currency_code text,
+    portfolio_code text,
+    account_count integer NOT NULL DEFAULT 0,
+    created timestamptz NOT NULL,
+    updated timestamptz NOT NULL,
+    activated timestamptz,
+    version integer NOT NULL,
+    notification_id bigint NOT NULL,
+    PRIMARY KEY (partner, customer_code))"""
+
+ACCOUNTS = """CREATE TABLE IF NOT EXISTS {accounts} (
+    partner text NOT NULL,
+    account_code text NOT NULL,
+    id uuid NOT NULL UNIQUE,
+    customer_code text NOT NULL,
+    crypto_code text NOT NULL,
+    customer_address text NOT NULL,
+    deposit_address text NOT NULL,
+    deposit_path text NOT NULL,
+    status text NOT NULL,
+    created timestamptz NOT NULL,
+    version integer NOT NULL,
+    notification_id bigint NOT NULL,
+    PRIMARY KEY (partner, account_code))"""
+
+TRANSACTIONS = """CREATE TABLE IF NOT EXISTS {transactions} (
+    partner text NOT NULL,
+    transaction_code text NOT NULL,
+    id uuid NOT NULL UNIQUE,
+    type text NOT NULL,
+    status text NOT NULL,
+    previous_status text,
+    customer_code text NOT NULL,
+    account_code text,
+    crypto_code text NOT NULL,
+    currency_code text NOT NULL,
+    payment_method_code text NOT NULL,
+    destination_address text,
+    deposit_path text,
+    payment_reference text,
+    callback_url text,
+    customer_ip text,
+    data jsonb NOT NULL DEFAULT '{{}}',
+    requested_crypto_amount numeric,
+    requested_fiat_value numeric,
+    requested_price numeric,
+    crypto_amount numeric NOT NULL,
+    fiat_value numeric NOT NULL,
+    crypto_price numeric NOT NULL,
+    crypto_value numeric NOT NULL,
+    partner_fee_fiat numeric NOT NULL,
+    partner_fee_crypto numeric NOT NULL,
+    bank_fee_fiat numeric NOT NULL,
+    bank_fee_crypto numeric NOT NULL,
+    network_fee_fiat numeric NOT NULL,
+    network_fee_crypto numeric NOT NULL,
+    balance_crypto numeric NOT NULL,
+    balance_fiat numeric NOT NULL,
+    limit_amount numeric NOT NULL,
+    created timestamptz NOT NULL,
+    updated timestamptz NOT NULL,
+    valid_until timestamptz,
+    blockchain_tx_id text,
+    confirmations integer,
+    received_crypto_amount numeric,
+    payout_reference text,
+    customer_bank_account_id text,
+    cancel_reason text,
+    version integer NOT NULL,
+    notification_id bigint NOT NULL,
+    PRIMARY KEY (partner, transaction_code))"""
+
+STATUS_HISTORY = """CREATE TABLE IF NOT EXISTS {transaction_status_history} (
+    partner text NOT NULL,
+    transaction_code text NOT NULL,
+    version integer NOT NULL,
+    from_status text,
+    to_status text NOT NULL,
+    at timestamptz NOT NULL,
+    event_type text NOT NULL,
+    notification_id bigint NOT NULL,
+    PRIMARY KEY (partner, transaction_code, version))"""
+
+DAILY_VOLUMES = """CREATE TABLE IF NOT EXISTS {daily_volumes} (
+    partner text NOT NULL,
+    day date NOT NULL,
+    customer_code text NOT NULL,
+    payment_method_code text NOT NULL,
+    type text NOT NULL,
+    currency_code text NOT NULL,
+    crypto_code text NOT NULL,
+    count bigint NOT NULL,
+    fiat_value numeric NOT NULL,
+    crypto_amount numeric NOT NULL,
+    partner_fee_fiat numeric NOT NULL,
+    bank_fee_fiat numeric NOT NULL,
+    network_fee_fiat numeric NOT NULL,
+    fees_fiat numeric NOT NULL,
+    fees_crypto numeric NOT NULL,
+    PRIMARY KEY (partner, day, customer_code, payment_method_code, type, currency_code, crypto_code))"""
+
+MONTHLY_VOLUMES = """CREATE OR REPLACE VIEW {monthly_volumes} AS
+SELECT partner, date_trunc('month', day)::date AS month, customer_code, payment_method_code, type,
+       currency_code, crypto_code, sum(count)::bigint AS count, sum(fiat_value) AS fiat_value,
+       sum(crypto_amount) AS crypto_amount, sum(partner_fee_fiat) AS partner_fee_fiat,
+       sum(bank_fee_fiat) AS bank_fee_fiat, sum(network_fee_fiat) AS network_fee_fiat,
+       sum(fees_fiat) AS fees_fiat, sum(fees_crypto) AS fees_crypto
+FROM {daily_volumes}
+GROUP BY partner, date_trunc('month', day)::date, customer_code, payment_method_code, type,
+         currency_code, crypto_code"""
+
+INDEXES = (  # (name, table, columns)
+    ("transactions_by_created", "transactions", "partner, created DESC"),
+    ("transactions_by_customer", "transactions", "partner, customer_code, created DESC"),
+    ("transactions_by_status", "transactions", "partner, status"),
+    ("accounts_by_customer", "accounts", "partner, customer_code"),
+    ("status_history_by_at", "transaction_status_history", "partner, at"),
+)
+
+
+def create_statements(table: Callable[[str], Identifier]) -> list[Composed]:
+    """CREATE statements of every table, index and view, names qualified by `table`."""
+    names = {name: table(name) for name in (*TABLES, *VIEWS)}
+    statements = [
+        SQL(text).format(**names)
+        for text in (CUSTOMERS, ACCOUNTS, TRANSACTIONS, STATUS_HISTORY, DAILY_VOLUMES, MONTHLY_VOLUMES)
+    ]
+    statements += [
+        SQL("CREATE INDEX IF NOT EXISTS {} ON {} (" + columns + ")").format(Identifier(name), names[on])
+        for name, on, columns in INDEXES
+    ]
+    return statements

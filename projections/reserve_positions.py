@@ -1,0 +1,141 @@
+"""Reserves as read from the `Postings` view: per reserve and asset, the total and what is locked and
+unconfirmed, from `read.balances` (kept by `projections.ledger_postings`).
+
+- total: the balance of the reserve's account `reserve:<name>` in the asset;
+- locked: what open transactions have promised out of it: for the hot wallet the crypto owed to buyers of
+  committed buys and their network fees, for the bank the payouts owed to sellers;
+- available: total minus locked;
+- unconfirmed: sellers' payments seen on chain, not yet confirmed (the hot wallet's memo account);
+- updated: when a posting last touched one of these accounts in the asset (None if never).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+import psycopg
+from psycopg.sql import SQL, Identifier
+
+from domain.reserves import BUILT_IN
+from projections.postgres import READ_SCHEMA
+from projections.posting_rules import LOCKED_ACCOUNTS, RESERVE_PREFIX, UNCONFIRMED_ACCOUNTS
+
+TRACKING_TABLE = "postings_tracking"  # the view's tracking table: the projection's name + "_tracking"
+APPLICATION = "Ledger"
+
+
+@dataclass(frozen=True)
+class ReservePosition:
+    name: str
+    type: str
+    code: str
+    total: Decimal
+    locked: Decimal
+    unconfirmed: Decimal
+    updated: datetime | None
+
+    @property
+    def available(self) -> Decimal:
+        return self.total - self.locked
+
+
+@dataclass(frozen=True)
+class Balance:
+    account: str
+    code: str
+    balance: Decimal
+    updated: datetime
+
+
+def positions(
+    balances: Iterable[Balance], types: dict[str, str], always: Iterable[tuple[str, str]] = ()
+) -> list[ReservePosition]:
+    """The reserve positions: one per reserve and asset with a balance, and one per (name, code) of `always`
+    (the built-in reserves of the configured assets) even before anything was posted to it."""
+    by_key = {(b.account, b.code): b for b in balances}
+    wanted = {(_reserve_of(b.account), b.code) for b in by_key.values()}
+    wanted = {key for key in wanted if key[0] in types or key[0] in BUILT_IN} | set(always)
+    found = []
+    for name, code in sorted(wanted, key=lambda key: (key[1], key[0])):
+        total = by_key.get((RESERVE_PREFIX + name, code))
+        locked = [by_key.get((account, code)) for account in LOCKED_ACCOUNTS.get(name, ())]
+        unconfirmed = [by_key.get((account, code)) for account in UNCONFIRMED_ACCOUNTS.get(name, ())]
+        feeding = [b for b in (total, *locked, *unconfirmed) if b is not None]
+        found.append(
+            ReservePosition(
+                name=name,
+                type=BUILT_IN[name].value if name in BUILT_IN else types[name],
+                code=code,
+                total=total.balance if total else Decimal(0),
+                locked=-sum((b.balance for b in locked if b), Decimal(0)),  # liabilities: credit balances
+                unconfirmed=sum((b.balance for b in unconfirmed if b), Decimal(0)),
+                updated=max((b.updated for b in feeding), default=None),
+            )
+        )
+    return found
+
+
+def _reserve_of(account: str) -> str:
+    """The reserve an account belongs to: its own for `reserve:<name>`, the hot wallet or the bank for the
+    accounts of what they owe or have seen unconfirmed."""
+    for name, accounts in (*LOCKED_ACCOUNTS.items(), *UNCONFIRMED_ACCOUNTS.items()):
+        if account in accounts:
+            return name
+    return account.removeprefix(RESERVE_PREFIX)
+
+
+def read_positions(
+    conn: psycopg.Connection, always: Iterable[tuple[str, str]] = (), schema: str = READ_SCHEMA
+) -> list[ReservePosition]:
+    """The reserve positions as the view has them now (none posted if its tables do not exist yet)."""
+    accounts = [
+        account for group in (LOCKED_ACCOUNTS, UNCONFIRMED_ACCOUNTS) for a in group.values() for account in a
+    ]
+    try:
+        with conn.transaction():
+            rows = conn.execute(
+                SQL(
+                    "SELECT account, currency_code, balance, updated FROM {} "
+                    "WHERE account LIKE 'reserve:%%' OR account = ANY(%s)"
+                ).format(Identifier(schema, "balances")),
+                (accounts,),
+            ).fetchall()
+            types = dict(
+                conn.execute(SQL("SELECT name, type FROM {}").format(Identifier(schema, "reserve_places")))
+            )
+    except psycopg.errors.UndefinedTable:
+        rows, types = [], {}
+    return positions([Balance(*row) for row in rows], types, always)
+
+
+def read_position(conn: psycopg.Connection, schema: str = READ_SCHEMA) -> int:
+    """The notification id of the last event the view has processed (0 before the first)."""
+    try:
+        with conn.transaction():
+            row = conn.execute(
+                SQL("SELECT notification_id FROM {} WHERE application_name = %s").format(
+                    Identifier(schema, TRACKING_TABLE)
+                ),
+                (APPLICATION,),
+            ).fetchone()
+    except psycopg.errors.UndefinedTable:
+        return 0
+    return row[0] if row else 0
+
+
+def wait_for_position(
+    conn: psycopg.Connection, head: int, timeout: float = 2.0, schema: str = READ_SCHEMA
+) -> bool:
+    """Waits up to `timeout` seconds for the view to reach `head`; tells whether it did."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while read_position(conn, schema) < head:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+    return True

@@ -1,0 +1,173 @@
+"""Helpers of the audit tests: a database of their own, a ledger writing real flows to its event store, the
+projections of the catalog brought up to date, and tampering with stored rows as an intruder would."""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+
+from application.adapters.addresses import Bip32AddressBook
+from application.adapters.prices import FixedPrices
+from application.commands import BuyRequest, DepositReport, SellRequest, SendoutReport
+from application.database import ensure_schema, eventsourcing_env, with_database
+from application.ledger import Ledger
+from application.log import EVENTS_SCHEMA, LedgerLog
+from application.ports import SystemClock
+from application.settings import load_settings
+from projections.audit_sql import small_pool
+from projections.catalog import PROJECTIONS
+from projections.runner import ProjectionSpec, open_view, replay
+
+FIRST_ADDRESS_INDEX = 5000  # customers' own addresses; the service hands out deposit addresses from 0
+
+
+@contextmanager
+def own_database(server_url: str, template: str | None = None) -> Iterator[str]:
+    """A new database with the event store's schema, or a copy of the database at `template` (which must
+    have no connections left); dropped, with its connections, at the end."""
+    name = f"broker_audit_{uuid.uuid4().hex[:12]}"
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        source = conninfo_to_dict(template)["dbname"]
+        create = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(source)
+        )
+    _create(server_url, create)
+    url = with_database(server_url, name)
+    try:
+        ensure_schema(url, EVENTS_SCHEMA)
+        yield url
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _create(server_url: str, create: sql.Composable) -> None:
+    """Runs `create`, waiting a little for the template's last connections to be gone."""
+    for attempt in itertools.count():
+        try:
+            with psycopg.connect(server_url, autocommit=True) as conn:
+                conn.execute(create)
+            return
+        except psycopg.errors.ObjectInUse:
+            if attempt >= 50:
+                raise
+            time.sleep(0.1)
+
+
+def new_ledger(url: str, pool_size: int = 2) -> Ledger:
+    settings = load_settings()
+    clock = SystemClock()
+    env = {
+        **eventsourcing_env(url, EVENTS_SCHEMA),
+        "POSTGRES_POOL_SIZE": str(pool_size),
+        "POSTGRES_MAX_OVERFLOW": "4",
+    }
+    return Ledger(settings, FixedPrices(settings, clock), Bip32AddressBook(settings.cryptos), clock, env=env)
+
+
+class Flows:
+    """Whole customer lives on a ledger: registered, an account, a buy completed, a sell paid out."""
+
+    def __init__(self, ledger: Ledger, prefix: str = "c", partner: str = "demo") -> None:
+        self.ledger = ledger
+        self.prefix = prefix
+        self.partner = partner
+        self.book = Bip32AddressBook(ledger.settings.cryptos)
+        self._numbers = itertools.count()
+
+    def customer_life(self, index: int | None = None) -> None:
+        i = next(self._numbers) if index is None else index
+        code = f"{self.prefix}{i}"
+        ledger, partner = self.ledger, self.partner
+        ledger.register_customer(partner, code, "Basic", status="ACTIVE")
+        address = self.book.derive("BTC", FIRST_ADDRESS_INDEX + _address_index(self.prefix, i)).address
+        account, _ = ledger.open_account(partner, code, address)
+        buy = BuyRequest(
+            customer_code=code,
+            currency="EUR",
+            crypto="BTC",
+            fiat_value=Decimal("100.00"),
+            destination_address=address,
+            payment_method="BANK_EUR_BUY",
+        )
+        bought = ledger.create_buy(partner, buy, stage=False)
+        ledger.report_sendout(partner, SendoutReport(bought.code, f"out-{bought.code}", 2))
+        sell = SellRequest(
+            customer_code=code,
+            account_code=account.code,
+            currency="EUR",
+            crypto="BTC",
+            payment_method="BANK_EUR_SELL",
+            crypto_amount=Decimal("0.00123457"),
+        )
+        sold = ledger.create_sell(partner, sell)
+        deposit = DepositReport(
+            "BTC", sold.order.destination_address, f"in-{sold.code}", sold.order.quote.crypto_amount, 2
+        )
+        ledger.report_deposit(partner, deposit)
+        ledger.pay_out(partner, sold.code)
+
+    def lives(self, count: int) -> None:
+        for _ in range(count):
+            self.customer_life()
+
+
+def _address_index(prefix: str, i: int) -> int:
+    """Distinct address indexes for writers with distinct one-letter prefixes."""
+    return (ord(prefix[0]) - ord("a")) * 100_000 + i
+
+
+def catch_up(url: str, specs: tuple[ProjectionSpec, ...] = PROJECTIONS) -> int:
+    """Brings every projection's live view up to the head of the log, as a running worker would."""
+    log_app = LedgerLog(env=small_pool(eventsourcing_env(url, EVENTS_SCHEMA)))
+    try:
+        for spec in specs:
+            view = open_view(url, spec)
+            try:
+                replay(log_app, spec, view)
+            finally:
+                view.datastore.close()
+        return log_app.recorder.max_notification_id() or 0
+    finally:
+        log_app.close()
+
+
+def query(url: str, statement: str | sql.Composable, *params: Any) -> list[dict[str, Any]]:
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+        cursor = conn.execute(statement, params or None)
+        return cursor.fetchall() if cursor.description else []
+
+
+def stored_event(url: str, topic_suffix: str, nth: int = 0) -> dict[str, Any]:
+    """The `nth` stored event whose topic ends with `topic_suffix`, as its row."""
+    rows = query(
+        url,
+        "SELECT notification_id, originator_id, originator_version, topic, state FROM ledger.ledger_events "
+        "WHERE topic LIKE %s ORDER BY notification_id",
+        f"%{topic_suffix}",
+    )
+    return rows[nth]
+
+
+def named_in(text: str, event: dict[str, Any]) -> bool:
+    """Whether `text` names the event: notification id, aggregate id, version and topic."""
+    return all(
+        str(part) in text
+        for part in (
+            f"notification {event['notification_id']} ",
+            event["originator_id"],
+            f"version {event['originator_version']}",
+            event["topic"],
+        )
+    )

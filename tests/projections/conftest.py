@@ -1,0 +1,74 @@
+"""Projection fixtures: a database of its own per test (the runner and the CLI use the fixed schemas `ledger`
+and `read`), a `Ledger` writing to its event store, and the ReadModels view on it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from application.database import build_url, eventsourcing_env, with_database
+from application.ledger import Ledger
+from application.log import EVENTS_SCHEMA
+from projections.read_models import ReadModels
+from projections.runner import open_view
+from tests.application.conftest import addresses, clock, make_ledger, settings  # noqa: F401
+from tests.projections.scenario import READ_MODELS
+
+
+@pytest.fixture
+def fresh_database(database_url: str) -> Iterator[str]:
+    """A new, empty database on the test server; dropped (with its connections) at the end."""
+    name = f"broker_proj_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield with_database(database_url, name)
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def store_ledger(fresh_database: str, make_ledger: Callable[..., Ledger]) -> Ledger:  # noqa: F811
+    """A ledger whose events go to `ledger.ledger_events` of the fresh database, as in production."""
+    with psycopg.connect(fresh_database, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(EVENTS_SCHEMA)))
+    env = eventsourcing_env(fresh_database, EVENTS_SCHEMA)
+    return make_ledger(env={**env, "POSTGRES_POOL_SIZE": "2", "POSTGRES_MAX_OVERFLOW": "4"})
+
+
+@pytest.fixture
+def make_view(fresh_database: str) -> Iterator[Callable[..., ReadModels]]:
+    """Opens the ReadModels view in a schema of the fresh database (`read` unless told); closed at the end."""
+    opened: list[ReadModels] = []
+
+    def make(schema: str = "read") -> ReadModels:
+        view = open_view(fresh_database, READ_MODELS, schema=schema)
+        opened.append(view)
+        return view
+
+    yield make
+    for view in opened:
+        view.datastore.close()
+
+
+@pytest.fixture
+def analyst_name(fresh_database: str) -> Iterator[str]:
+    """A role name of this test's own (roles belong to the whole server); the role is dropped at the end."""
+    name = f"analyst_{uuid.uuid4().hex[:10]}"
+    yield name
+    with psycopg.connect(fresh_database, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+def connect_as(url: str, user: str, password: str) -> psycopg.Connection:
+    params = conninfo_to_dict(url)
+    params.update(user=user, password=password)
+    return psycopg.connect(build_url(params), autocommit=True)

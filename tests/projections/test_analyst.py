@@ -1,0 +1,65 @@
+"""`broker-ledger analyst create-role`: a login role that reads the schema `read` and nothing else."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from application.credentials import VAR_ENV
+from interface.cli import main
+from projections.runner import replay
+from tests.projections.conftest import connect_as
+from tests.projections.scenario import READ_MODELS, populate
+
+
+def run(*argv: str) -> int:
+    with pytest.raises(SystemExit) as exit_:
+        main(list(argv))
+    return exit_.value.code
+
+
+@pytest.fixture
+def populated(fresh_database, store_ledger, clock, addresses, make_view, tmp_path, monkeypatch) -> str:
+    populate(store_ledger, clock, addresses)
+    replay(store_ledger, READ_MODELS, make_view())
+    monkeypatch.setenv("DATABASE_URL", fresh_database)
+    monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
+    return fresh_database
+
+
+def test_the_analyst_role_reads_the_read_models_but_not_the_event_store(populated, analyst_name, capsys):
+    assert run("analyst", "create-role", "--name", analyst_name, "--password", "pw-1") == 0
+    assert f"role {analyst_name} created" in capsys.readouterr().out
+
+    with connect_as(populated, analyst_name, "pw-1") as conn:
+        assert conn.execute("SELECT count(*) FROM read.transactions").fetchone()[0] > 0
+        assert conn.execute("SELECT count(*) FROM read.monthly_volumes").fetchone()[0] > 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT count(*) FROM ledger.ledger_events")
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            conn.execute("DELETE FROM read.transactions")
+
+
+def test_the_analyst_role_reads_tables_created_after_it(populated, analyst_name):
+    assert run("analyst", "create-role", "--name", analyst_name, "--password", "pw-1") == 0
+    with psycopg.connect(populated, autocommit=True) as owner:
+        owner.execute("CREATE TABLE read.added_later AS SELECT 1 AS one")
+    with connect_as(populated, analyst_name, "pw-1") as conn:
+        assert conn.execute("SELECT one FROM read.added_later").fetchone()[0] == 1
+
+
+def test_creating_the_role_again_updates_it_and_a_new_role_gets_a_generated_password(
+    populated, analyst_name, capsys
+):
+    assert run("analyst", "create-role", "--name", analyst_name) == 0
+    out = capsys.readouterr().out
+    assert f"postgresql://{analyst_name}:" in out
+    assert run("analyst", "create-role", "--name", analyst_name, "--password", "pw-2") == 0
+    assert f"role {analyst_name} updated" in capsys.readouterr().out
+    with connect_as(populated, analyst_name, "pw-2") as conn:
+        assert conn.execute("SELECT count(*) FROM read.customers").fetchone()[0] == 3
+
+
+def test_a_role_name_that_is_not_plain_is_refused(populated, capsys):
+    assert run("analyst", "create-role", "--name", 'x"; DROP TABLE y; --') == 2
+    assert "not a plain role name" in capsys.readouterr().err

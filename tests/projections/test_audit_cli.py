@@ -1,0 +1,122 @@
+"""`broker-ledger audit verify | export`: their output and exit codes (0 passed, 1 failed, 2 usage)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from application.credentials import VAR_ENV
+from application.database import DATABASE_URL_ENV
+from interface.cli import main
+from tests.projections.audit_support import Flows, catch_up, new_ledger, own_database, query, stored_event
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "broker-ledger"
+
+
+@pytest.fixture(scope="module")
+def one_life(database_url: str) -> Iterator[str]:
+    """One customer's life, every projection caught up; each test gets a copy."""
+    with own_database(database_url) as url:
+        ledger = new_ledger(url)
+        try:
+            Flows(ledger).lives(1)
+        finally:
+            ledger.close()
+        catch_up(url)
+        yield url
+
+
+@pytest.fixture
+def audited(
+    database_url: str, one_life: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A copy of `one_life`, the CLI pointed at it."""
+    with own_database(database_url, template=one_life) as url:
+        monkeypatch.setenv(DATABASE_URL_ENV, url)
+        monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
+        yield url
+
+
+def run(*argv: str) -> int:
+    with pytest.raises(SystemExit) as exit_:
+        main(list(argv))
+    return exit_.value.code
+
+
+def test_verify_prints_every_check_and_exits_0_when_all_pass(audited, capsys):
+    assert run("audit", "verify") == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^OK +read model AuditChain$", out, re.MULTILINE)
+    assert re.search(r"^OK +audit chain$", out, re.MULTILINE)
+    assert re.search(r"^(OK|SKIPPED) +postings balance$", out, re.MULTILINE)
+    assert out.rstrip().endswith("audit verify: all checks passed")
+
+
+def test_verify_exits_1_and_names_a_tampered_event(audited):
+    victim = stored_event(audited, "Transaction.Committed")
+    query(
+        audited,
+        "UPDATE ledger.ledger_events SET state = convert_to(replace(convert_from(state, 'UTF8'), "
+        "'\"timestamp\"', '\"timestamp\" '), 'UTF8') WHERE notification_id = %s",
+        victim["notification_id"],
+    )
+    env = {**os.environ, DATABASE_URL_ENV: audited}
+    done = subprocess.run(
+        [str(CONSOLE_SCRIPT), "audit", "verify"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"^FAILED +audit chain$", done.stdout, re.MULTILINE)
+    assert f"first mismatch: notification {victim['notification_id']} ({victim['topic']}" in done.stdout
+    assert str(victim["originator_id"]) in done.stdout
+    assert done.stdout.rstrip().endswith("check(s) FAILED")
+
+
+def test_verify_checks_a_chain_hash_the_auditor_kept(audited, capsys):
+    [head] = query(
+        audited, "SELECT notification_id, chain_hash FROM read.audit_chain ORDER BY seq DESC LIMIT 1"
+    )
+    kept = f"{head['notification_id']}:{head['chain_hash']}"
+    assert run("audit", "verify", "--expect", kept) == 0
+    assert f"chain head: notification {kept.replace(':', ', chain hash ')}" in capsys.readouterr().out
+    assert run("audit", "verify", "--expect", f"{head['notification_id']}:{'0' * 64}") == 1
+    assert f"expected hash at notification {head['notification_id']} differs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kept", ["12", "x:" + "0" * 64, "12:abc"])
+def test_verify_refuses_a_malformed_kept_hash(audited, capsys, kept):
+    assert run("audit", "verify", "--expect", kept) == 2
+    assert "NOTIFICATION_ID:CHAIN_HASH" in capsys.readouterr().err
+
+
+def test_export_writes_the_period_to_a_file(audited, tmp_path, capsys):
+    out = tmp_path / "history.jsonl"
+    assert run("audit", "export", "--from", "2000-01-01", "--to", "2100-01-01", "--out", str(out)) == 0
+    lines = [json.loads(line, parse_float=Decimal) for line in out.read_text().splitlines()]
+    count = query(audited, "SELECT count(*) AS n FROM ledger.ledger_events")[0]["n"]
+    assert len(lines) == count
+    assert f"exported {count} events recorded in [2000-01-01 00:00:00+00:00" in capsys.readouterr().err
+    assert all(line["chain_hash"] for line in lines)
+
+
+def test_export_writes_to_standard_output_by_default(audited, capsys):
+    assert run("audit", "export", "--from", "2000-01-01T00:00:00+00:00", "--to", "2000-01-02") == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "exported 0 events" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [("yesterday", "2100-01-01"), ("2026-03-02", "2026-03-01"), ("2026-03-01", "2026-03-01")],
+)
+def test_export_refuses_a_malformed_or_empty_period(audited, capsys, start, end):
+    assert run("audit", "export", "--from", start, "--to", end) == 2
+    assert "--from" in capsys.readouterr().err

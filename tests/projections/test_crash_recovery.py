@@ -1,0 +1,204 @@
+"""Crash recovery: `broker-ledger projections run` is killed (SIGKILL) again and again in the middle of
+catching up while customers keep trading. Once a last worker has caught up, every projection of the catalog
+sits at the head of the log and equals a fresh rebuild, and the audit chain links every event exactly once: no
+event was skipped or applied twice, because each projection commits its changes together with its position."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from application.database import DATABASE_URL_ENV, eventsourcing_env
+from application.log import EVENTS_SCHEMA, LedgerLog
+from projections.audit import compare_with_rebuild
+from projections.audit_chain_check import check_chain
+from projections.audit_sql import small_pool
+from projections.catalog import PROJECTIONS
+from projections.runner import ProjectionSpec
+from tests.projections.audit_support import Flows, new_ledger, own_database, query
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "broker-ledger"
+
+
+class Writers:
+    """Threads living customers' lives on one ledger, `pause` seconds apart, until told to stop."""
+
+    def __init__(self, url: str, threads: int, pause: float) -> None:
+        self.ledger = new_ledger(url, pool_size=threads + 1)
+        self.pause = pause
+        self.stopping = threading.Event()
+        self.errors: list[BaseException] = []
+        self.threads = [
+            threading.Thread(target=self._live, args=(Flows(self.ledger, prefix=prefix),), daemon=True)
+            for prefix in "pqrstuvw"[:threads]
+        ]
+
+    def _live(self, flows: Flows) -> None:
+        while not self.stopping.is_set():
+            try:
+                flows.customer_life()
+            except BaseException as error:
+                self.errors.append(error)
+                return
+            self.stopping.wait(self.pause)
+
+    def __enter__(self) -> Writers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+        self.ledger.close()
+
+
+class Worker:
+    """`broker-ledger projections run` in a process of its own, its output appended to a log file."""
+
+    def __init__(self, url: str, tmp_path: Path) -> None:
+        self.env = {**os.environ, DATABASE_URL_ENV: url, "BROKER_LEDGER_VAR": str(tmp_path / "var")}
+        self.log = tmp_path / "worker.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.kills = 0
+        self.behind = 0  # kills that came while the AuditChain projection had events left to process
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [str(CONSOLE_SCRIPT), "projections", "run"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self.kills += 1
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+@pytest.fixture
+def worker(database_url: str, tmp_path: Path) -> Iterator[tuple[str, Worker]]:
+    with own_database(database_url) as url:
+        runner = Worker(url, tmp_path)
+        try:
+            yield url, runner
+        finally:
+            runner.stop()
+
+
+def head(url: str) -> int:
+    return query(url, "SELECT coalesce(max(notification_id), 0) AS n FROM ledger.ledger_events")[0]["n"]
+
+
+def position(url: str, spec: ProjectionSpec) -> int:
+    table = f"read.{spec.name.lower()}_tracking"
+    rows = query(url, f"SELECT max(notification_id) AS n FROM {table}") if _exists(url, table) else []
+    return (rows[0]["n"] or 0) if rows else 0
+
+
+def _exists(url: str, table: str) -> bool:
+    return query(url, "SELECT to_regclass(%s) IS NOT NULL AS found", table)[0]["found"]
+
+
+def expected_position(url: str, spec: ProjectionSpec) -> int:
+    """The head of the log, or of the events the projection subscribes to if it names their topics."""
+    topics = list(spec.projection_class.topics)
+    if not topics:
+        return head(url)
+    sql = "SELECT coalesce(max(notification_id), 0) AS n FROM ledger.ledger_events WHERE topic = ANY(%s)"
+    return query(url, sql, topics)[0]["n"]
+
+
+def wait_for(condition: Callable[[], bool], what: str, worker: Worker, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}; worker output:\n{worker.tail()}")
+        time.sleep(0.05)
+
+
+def crash_repeatedly(
+    url: str, worker: Worker, *, kills: int, writers: int, pause: float, backlog: int, seed: int
+) -> None:
+    """Kills the worker `kills` times, each time at a random point of catching up with a backlog of at
+    least `backlog` events, while `writers` threads keep writing; then lets a last worker catch up."""
+    rng = random.Random(seed)
+    chain = next(spec for spec in PROJECTIONS if spec.name == "AuditChain")
+    with Writers(url, writers, pause) as writing:
+        for _ in range(kills):
+            start = position(url, chain)
+            wait_for(lambda start=start: head(url) >= start + backlog, "a backlog of events", worker)
+            worker.start()
+            target = start + rng.randint(1, backlog // 2)
+            wait_for(
+                lambda target=target: position(url, chain) >= target, "the worker to make progress", worker
+            )
+            worker.kill()
+            worker.behind += position(url, chain) < head(url)  # killed with events still to process
+        worker.start()
+        time.sleep(rng.uniform(0.5, 1.5))  # the last worker runs alongside the writers for a while
+    assert not writing.errors, writing.errors
+    for spec in PROJECTIONS:
+        expected = expected_position(url, spec)
+        wait_for(lambda spec=spec, n=expected: position(url, spec) >= n, f"{spec.name} to catch up", worker)
+    worker.stop()
+
+
+def assert_nothing_skipped_or_applied_twice(url: str) -> None:
+    events = query(url, "SELECT count(*) AS n FROM ledger.ledger_events")[0]["n"]
+    log_app = LedgerLog(env=small_pool(eventsourcing_env(url, EVENTS_SCHEMA)))
+    try:
+        for spec in PROJECTIONS:
+            assert position(url, spec) == expected_position(url, spec), spec.name
+            check = compare_with_rebuild(url, log_app, spec)
+            if check.status != "OK":
+                pytest.fail(f"{spec.name} {check.status}:\n" + "\n".join(check.details), pytrace=False)
+    finally:
+        log_app.close()
+    links = query(url, "SELECT count(*) AS n, max(seq) AS seq FROM read.audit_chain")[0]
+    assert links == {"n": events, "seq": events}
+    chain = check_chain(url)
+    assert chain.status == "OK", chain.details
+
+
+def test_read_models_equal_a_rebuild_after_the_worker_is_killed_mid_batch_repeatedly(worker):
+    url, runner = worker
+    crash_repeatedly(url, runner, kills=5, writers=2, pause=0.5, backlog=80, seed=20260310)
+    assert runner.kills == 5
+    assert runner.behind >= 4
+    assert_nothing_skipped_or_applied_twice(url)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_read_models_equal_a_rebuild_after_many_kills_under_heavier_writes(worker):
+    url, runner = worker
+    crash_repeatedly(url, runner, kills=25, writers=4, pause=0.05, backlog=300, seed=7)
+    assert runner.kills == 25
+    assert runner.behind >= 20
+    assert_nothing_skipped_or_applied_twice(url)

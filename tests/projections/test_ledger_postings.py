@@ -1,0 +1,209 @@
+"""The Postings view against PostgreSQL: a ledger driven through buys, sells and reserve adjustments is
+replayed into it; postings balance per currency, the reserves follow the flows, a rebuild equals the live
+view, and an unbalanced posting is never written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import pytest
+
+from application.commands import AdjustmentRequest, BuyRequest, DepositReport, SellRequest, SendoutReport
+from application.ledger import Ledger
+from domain.transaction import Transaction
+from projections import posting_rules as rules
+from projections.ledger_postings import Postings, PostingsProjection
+from projections.posting_rules import UnbalancedPosting
+from projections.reserve_positions import read_position, read_positions, wait_for_position
+from projections.runner import ProjectionSpec, open_view, replay
+
+POSTINGS = ProjectionSpec(PostingsProjection, Postings)
+ALWAYS = [("hot-wallet", "BTC"), ("hot-wallet", "ETH"), ("bank", "EUR")]
+REQUIRED = 2  # BTC confirmations in the demo settings
+
+
+@pytest.fixture
+def schema(postgres_env: dict[str, str]) -> str:
+    return postgres_env["POSTGRES_SCHEMA"]
+
+
+@pytest.fixture
+def view(database_url: str, schema: str) -> Iterator[Postings]:
+    opened = open_view(database_url, POSTINGS, schema=schema)
+    yield opened
+    opened.datastore.close()
+
+
+@pytest.fixture
+def conn(database_url: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        yield connection
+
+
+class Flows:
+    """A customer of partner demo (with Payouts) and one of other (without), and their transactions."""
+
+    def __init__(self, ledger: Ledger, addresses: Any) -> None:
+        self.ledger = ledger
+        self.wallets: dict[str, tuple[str, str]] = {}
+        for partner in ("demo", "other"):
+            ledger.register_customer(partner, "c1", "Plus", status="ACTIVE")
+            address = addresses.next("BTC")
+            account, _ = ledger.open_account(partner, "c1", address)
+            self.wallets[partner] = (address, account.code)
+
+    def buy(self, fiat: str, partner: str = "demo") -> Transaction:
+        address, _ = self.wallets[partner]
+        request = BuyRequest("c1", "EUR", "BTC", Decimal(fiat), address, "BANK_EUR_BUY")
+        return self.ledger.create_buy(partner, request, stage=False)
+
+    def sell(self, crypto: str, partner: str = "demo") -> Transaction:
+        _, account = self.wallets[partner]
+        request = SellRequest("c1", account, "EUR", "BTC", "BANK_EUR_SELL", crypto_amount=Decimal(crypto))
+        return self.ledger.create_sell(partner, request)
+
+    def deposit(self, sell: Transaction, confirmations: int, amount: Decimal | None = None) -> None:
+        paid = sell.order.quote.crypto_amount if amount is None else amount
+        report = DepositReport("BTC", sell.order.destination_address, f"in-{sell.code}", paid, confirmations)
+        self.ledger.report_deposit(sell.order.partner, report)
+
+    def sendout(self, buy: Transaction, confirmations: int) -> None:
+        self.ledger.report_sendout("demo", SendoutReport(buy.code, f"out-{buy.code}", confirmations))
+
+
+def adjust(
+    ledger: Ledger, kind: str, code: str, amount: str, to: tuple[str, str], source: Any = None
+) -> None:
+    request = AdjustmentRequest(kind, code, Decimal(amount), *to, *(source or (None, None)))
+    ledger.record_adjustment(request)
+
+
+def drive(ledger: Ledger, addresses: Any) -> dict[str, Decimal]:
+    """Every kind of posting; returns what the hot wallet and the bank should show."""
+    adjust(ledger, "OpeningBalance", "BTC", "5", ("hot-wallet", "HotWallet"))
+    adjust(ledger, "OpeningBalance", "EUR", "10000", ("bank", "Exchange"))
+    adjust(ledger, "Move", "BTC", "2", ("cold-1", "ColdStore"), ("hot-wallet", "HotWallet"))
+    flows = Flows(ledger, addresses)
+    sent = flows.buy("100")
+    flows.sendout(sent, 0)
+    flows.sendout(sent, REQUIRED)
+    open_buy = flows.buy("50")
+    seen = flows.sell("0.001")
+    flows.deposit(seen, 1)
+    to_payout = flows.sell("0.002")
+    flows.deposit(to_payout, REQUIRED)
+    paid = flows.sell("0.003")
+    flows.deposit(paid, 1)
+    flows.deposit(paid, REQUIRED)
+    ledger.pay_out("demo", paid.code)
+    no_payouts = flows.sell("0.004", partner="other")
+    flows.deposit(no_payouts, REQUIRED)
+    blocked = flows.sell("0.001")
+    flows.deposit(blocked, REQUIRED, Decimal("0.0009"))
+    fee = ledger.settings.cryptos["BTC"].network_fee
+    quote = {t.code: t.order.quote for t in (sent, open_buy, to_payout, paid, no_payouts)}
+    return {
+        "hot": Decimal(5 - 2)
+        - quote[sent.code].crypto_amount
+        - fee
+        + sum(quote[t.code].crypto_amount for t in (to_payout, paid, no_payouts))
+        + Decimal("0.0009"),
+        "hot_locked": quote[open_buy.code].crypto_amount + fee,
+        "unconfirmed": seen.order.quote.crypto_amount,
+        "bank": 10000
+        + quote[sent.code].fiat_value
+        - quote[paid.code].fiat_value
+        - quote[no_payouts.code].fiat_value,
+        "bank_locked": quote[to_payout.code].fiat_value,
+    }
+
+
+def sums_per_currency(conn: psycopg.Connection, schema: str) -> dict[str, Decimal]:
+    rows = conn.execute(
+        f'SELECT currency_code, sum(debit - credit) FROM "{schema}".postings GROUP BY 1'
+    ).fetchall()
+    return dict(rows)
+
+
+def test_postings_balance_and_the_reserves_follow_every_flow(
+    make_ledger: Callable[..., Ledger], addresses: Any, view: Postings, conn: psycopg.Connection, schema: str
+) -> None:
+    ledger = make_ledger()
+    expected = drive(ledger, addresses)
+    head = replay(ledger, POSTINGS, view)
+    assert head == ledger.recorder.max_notification_id() == read_position(conn, schema)
+    assert set(sums_per_currency(conn, schema).values()) == {Decimal(0)}
+    found = {(p.name, p.code): p for p in read_positions(conn, ALWAYS, schema)}
+    assert set(found) == {("hot-wallet", "BTC"), ("hot-wallet", "ETH"), ("bank", "EUR"), ("cold-1", "BTC")}
+    hot, bank, cold = found["hot-wallet", "BTC"], found["bank", "EUR"], found["cold-1", "BTC"]
+    assert (hot.type, hot.total, hot.locked, hot.unconfirmed) == (
+        "HotWallet",
+        expected["hot"],
+        expected["hot_locked"],
+        expected["unconfirmed"],
+    )
+    assert hot.available == expected["hot"] - expected["hot_locked"]
+    assert (bank.type, bank.total, bank.locked, bank.unconfirmed) == (
+        "Exchange",
+        expected["bank"],
+        expected["bank_locked"],
+        0,
+    )
+    assert (cold.type, cold.total, cold.locked) == ("ColdStore", 2, 0)
+    eth = found["hot-wallet", "ETH"]
+    assert (eth.total, eth.updated) == (0, None)
+
+
+def test_a_view_rebuilt_from_the_first_event_equals_the_one_built_step_by_step(
+    make_ledger: Callable[..., Ledger], addresses: Any, view: Postings, conn: psycopg.Connection, schema: str
+) -> None:
+    ledger = make_ledger()
+    drive(ledger, addresses)
+    head = ledger.recorder.max_notification_id()
+    for stop in range(1, head + 1, 7):
+        replay(ledger, POSTINGS, view, stop_at=stop)
+        assert set(sums_per_currency(conn, schema).values()) <= {Decimal(0)}  # after every few events
+    replay(ledger, POSTINGS, view)
+    live = [dump(conn, schema, table) for table in view.tables]
+    view.reset()
+    assert read_position(conn, schema) == 0
+    replay(ledger, POSTINGS, view)
+    assert [dump(conn, schema, table) for table in view.tables] == live
+
+
+def dump(conn: psycopg.Connection, schema: str, table: str) -> list[tuple[Any, ...]]:
+    return conn.execute(f'SELECT * FROM "{schema}"."{table}" ORDER BY 1, 2').fetchall()
+
+
+def test_an_unbalanced_posting_is_refused_and_nothing_of_it_is_written(
+    make_ledger: Callable[..., Ledger],
+    addresses: Any,
+    view: Postings,
+    conn: psycopg.Connection,
+    schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ledger = make_ledger()
+    flows = Flows(ledger, addresses)
+    flows.buy("100")
+    monkeypatch.setattr(rules, "buy_committed", lambda deal: [rules.debit("trading", "EUR", Decimal(1))])
+    with pytest.raises(UnbalancedPosting):
+        replay(ledger, POSTINGS, view)
+    assert read_position(conn, schema) < ledger.recorder.max_notification_id()  # stopped at the commit
+    assert dump(conn, schema, "postings") == []
+
+
+def test_a_read_waits_for_the_view_to_reach_the_writes_made_before_it(
+    make_ledger: Callable[..., Ledger], view: Postings, conn: psycopg.Connection, schema: str
+) -> None:
+    ledger = make_ledger()
+    adjust(ledger, "OpeningBalance", "ETH", "1.5", ("hot-wallet", "HotWallet"))
+    head = ledger.recorder.max_notification_id()
+    assert not wait_for_position(conn, head, timeout=0.05, schema=schema)
+    replay(ledger, POSTINGS, view)
+    assert wait_for_position(conn, head, timeout=0.05, schema=schema)
+    [eth] = [p for p in read_positions(conn, ALWAYS, schema) if p.code == "ETH"]
+    assert (eth.total, eth.available) == (Decimal("1.5"), Decimal("1.5"))
