@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from litestar import Controller, Request, post, put
 from litestar.params import JSONBody
 
+from application.ledger import Ledger
+from domain.transaction import Transaction
 from interface import presenters
 from interface.controllers.common import (
     IdempotencyKey,
@@ -19,6 +22,17 @@ from interface.schemas.requests import PayoutUpdate
 from interface.security import BROKER, OPERATOR, authorize, roles
 
 TransactionCode = Annotated[str, code_parameter("the transaction's code")]
+
+
+def payout_step(
+    step: Callable[..., Transaction], request: Request, code: str, data: PayoutUpdate | None, ledger: Ledger
+) -> r.TransactionEnvelope:
+    """One step of the payout flow, with the bank account and reference the operator gave, if any."""
+    data = data or PayoutUpdate()
+    transaction = step(
+        principal(request).partner, code, data.payment_reference, data.customer_bank_account_id
+    )
+    return presenters.transaction(ledger.settings, transaction)
 
 
 class CustodianTransactionController(Controller):
@@ -58,14 +72,7 @@ class CustodianTransactionController(Controller):
         data: JSONBody[PayoutUpdate | None] = None,
     ) -> r.TransactionEnvelope:
         """Starts the payout of a sell in ToPayout: it becomes PayoutConfirming."""
-        data = data or PayoutUpdate()
-        transaction = ledger.confirm_payout(
-            principal(request).partner,
-            transaction_code,
-            data.payment_reference,
-            data.customer_bank_account_id,
-        )
-        return presenters.transaction(ledger.settings, transaction)
+        return payout_step(ledger.confirm_payout, request, transaction_code, data, ledger)
 
     @put(
         "/{transaction_code:str}/payout",
@@ -83,11 +90,4 @@ class CustodianTransactionController(Controller):
         data: JSONBody[PayoutUpdate | None] = None,
     ) -> r.TransactionEnvelope:
         """Records the payout of a sell in ToPayout or PayoutConfirming: it becomes COMPLETED."""
-        data = data or PayoutUpdate()
-        transaction = ledger.pay_out(
-            principal(request).partner,
-            transaction_code,
-            data.payment_reference,
-            data.customer_bank_account_id,
-        )
-        return presenters.transaction(ledger.settings, transaction)
+        return payout_step(ledger.pay_out, request, transaction_code, data, ledger)
