@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -113,12 +114,24 @@ def projection_workers(runtime: Runtime) -> list[ProjectionWorker]:
 JSON_ENCODER = msgspec.json.Encoder(enc_hook=default_serializer, decimal_format="number")
 
 
+def positional(value: Any) -> Any:
+    """Decimal amounts as JSON numbers in positional notation (0.00000000 rather than 0E-8), exact."""
+    if isinstance(value, Decimal):
+        return msgspec.Raw(format(value, "f").encode())
+    if isinstance(value, dict):
+        return {key: positional(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [positional(item) for item in value]
+    return value
+
+
 class LedgerResponse(Response):
     """Writes Decimal amounts as JSON numbers, exact to the last digit (litestar would write strings)."""
 
     def render(self, content: Any, media_type: str, enc_hook: Any = default_serializer) -> bytes:
         if not isinstance(content, bytes | str) and "json" in media_type:
-            return JSON_ENCODER.encode(content)
+            plain = msgspec.to_builtins(content, builtin_types=(Decimal,), enc_hook=enc_hook)
+            return JSON_ENCODER.encode(positional(plain))
         return super().render(content, media_type, enc_hook)
 
 
