@@ -8,7 +8,9 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
@@ -27,6 +29,8 @@ from domain.transaction import Transaction
 T = TypeVar("T")
 A = TypeVar("A")
 MAX_ATTEMPTS = 200
+# Events read ahead by `LedgerBase.loading`, by aggregate id, for the use case running in this context.
+_loaded: ContextVar[dict[UUID, list[Any]] | None] = ContextVar("ledger_loaded", default=None)
 
 
 class ConcurrencyExhausted(DomainError):
@@ -67,7 +71,32 @@ class LedgerBase(LedgerLog):
             f"the request lost {MAX_ATTEMPTS} races with concurrent requests; try again"
         )
 
+    @contextmanager
+    def loading(self, *aggregate_ids: UUID) -> Iterator[None]:
+        """Reads the events of these aggregates in one query; `find` in the block rebuilds them from it.
+
+        A use case that needs several aggregates pays one round trip instead of one each. Only for a block
+        that saves at its end: what it finds is as of the start of the block."""
+        select_events_of = getattr(self.recorder, "select_events_of", None)
+        if select_events_of is None:  # the library's recorder (BROKER_LEDGER_GROUP_COMMIT=off)
+            yield
+            return
+        events: dict[UUID, list[Any]] = {aggregate_id: [] for aggregate_id in aggregate_ids}
+        for stored in select_events_of(aggregate_ids):
+            events[stored.originator_id].append(self.mapper.to_domain_event(stored))
+        token = _loaded.set(events)
+        try:
+            yield
+        finally:
+            _loaded.reset(token)
+
     def find(self, aggregate_id: UUID) -> Any | None:
+        loaded = _loaded.get()
+        if loaded is not None and aggregate_id in loaded:
+            aggregate = None
+            for domain_event in loaded[aggregate_id]:
+                aggregate = domain_event.mutate(aggregate)
+            return aggregate
         try:
             return self.repository.get(aggregate_id)
         except AggregateNotFoundError:

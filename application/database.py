@@ -25,6 +25,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 DATABASE_URL_ENV = "DATABASE_URL"
 POOL_SIZE_ENV = "BROKER_LEDGER_POOL_SIZE"
+GROUP_COMMIT_ENV = "BROKER_LEDGER_GROUP_COMMIT"  # "off": one transaction per save, as eventsourcing does
+GROUP_COMMIT_RECORDER = "application.group_commit:GroupCommitRecorder"
 MAX_OVERFLOW = 14
 DEFAULT_POOL_SIZE = 2  # connections kept open per process; up to MAX_OVERFLOW more under load
 
@@ -104,8 +106,16 @@ def eventsourcing_env(url: str, schema: str) -> dict[str, str]:
         "POSTGRES_POOL_SIZE": str(_pool_size()),
         "POSTGRES_MAX_OVERFLOW": str(MAX_OVERFLOW),
         "POSTGRES_CONNECT_TIMEOUT": str(params.get("connect_timeout") or "5"),
-        "POSTGRES_PRE_PING": "yes",
+        "POSTGRES_PRE_PING": "no",  # a dead connection fails its query, which the recorder retries
+        **_recorder_settings(),
     }
+
+
+def _recorder_settings() -> dict[str, str]:
+    """Saves are group-committed (`application.group_commit`) unless BROKER_LEDGER_GROUP_COMMIT=off."""
+    if os.environ.get(GROUP_COMMIT_ENV, "").strip().lower() == "off":
+        return {}
+    return {"APPLICATION_RECORDER_TOPIC": GROUP_COMMIT_RECORDER}
 
 
 def _pool_size() -> int:

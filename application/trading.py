@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from uuid import UUID
 
 from application.base import LedgerBase
 from application.commands import BuyRequest, SellRequest
@@ -39,22 +40,38 @@ class Trading(LedgerBase):
         code = code or self.new_transaction_code()
 
         def create() -> Transaction:
-            existing = self.find(Transaction.create_id(partner, code))
-            if existing is not None:
-                return existing
-            customer = self._active_customer(partner, request.customer_code)
-            account = self._buy_account(partner, request)
-            order = self.desk.buy_order(partner, code, request, account)
             now = self.clock.now()
-            valid_until = self.desk.valid_until(order.payment_method, now)
-            transaction = Transaction.stage_buy(order, now, valid_until)
-            if not stage:
-                transaction.commit(now)
-            windows = self._reserve_limits(customer, "buy", order, now)
+            with self.loading(*self._buy_aggregate_ids(partner, code, request, now)):
+                existing = self.find(Transaction.create_id(partner, code))
+                if existing is not None:
+                    return existing
+                customer = self._active_customer(partner, request.customer_code)
+                account = self._buy_account(partner, request)
+                order = self.desk.buy_order(partner, code, request, account)
+                valid_until = self.desk.valid_until(order.payment_method, now)
+                transaction = Transaction.stage_buy(order, now, valid_until)
+                if not stage:
+                    transaction.commit(now)
+                windows = self._reserve_limits(customer, "buy", order, now)
             self.save(transaction, *windows)
             return transaction
 
         return self.retrying(create)
+
+    def _buy_aggregate_ids(self, partner: str, code: str, request: BuyRequest, at: datetime) -> list[UUID]:
+        """What creating a buy reads: the transaction (if a retry made it), customer, account, limits."""
+        account_code = request.account_code or account_code_for(
+            partner, request.customer_code, request.crypto, request.destination_address
+        )
+        return [
+            Transaction.create_id(partner, code),
+            Customer.create_id(partner, request.customer_code),
+            Account.create_id(partner, account_code),
+            *(
+                LimitWindow.create_id(partner, request.customer_code, "buy", period_key(period, at))
+                for period in PERIODS
+            ),
+        ]
 
     def commit(self, partner: str, code: str) -> Transaction:
         def commit_() -> Transaction:

@@ -48,6 +48,7 @@ class Notebook(Application[UUID]):
 
 def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypatch):
     monkeypatch.delenv("BROKER_LEDGER_POOL_SIZE", raising=False)
+    monkeypatch.delenv("BROKER_LEDGER_GROUP_COMMIT", raising=False)
     env = eventsourcing_env("postgresql://broker:s%40cret@db.example:6543/ledger", "ledger")
     assert env == {
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
@@ -60,7 +61,8 @@ def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypat
         "POSTGRES_POOL_SIZE": "2",
         "POSTGRES_MAX_OVERFLOW": "14",
         "POSTGRES_CONNECT_TIMEOUT": "5",
-        "POSTGRES_PRE_PING": "yes",
+        "POSTGRES_PRE_PING": "no",
+        "APPLICATION_RECORDER_TOPIC": "application.group_commit:GroupCommitRecorder",
     }
 
 

@@ -1,0 +1,177 @@
+"""The group-commit recorder: concurrent saves share transactions without losing what the library promises."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from uuid import UUID
+
+import pytest
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
+from eventsourcing.persistence import IntegrityError, RecordConflictError
+
+from application.group_commit import GroupCommitRecorder, PendingSave
+
+WRITERS = 16
+SAVES_PER_WRITER = 25
+
+
+class Note(Aggregate):
+    @event("Written")
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @event("Amended")
+    def amend(self, text: str) -> None:
+        self.text = text
+
+
+@pytest.fixture
+def notebook(pooled_env: dict[str, str]) -> Iterator[Application[UUID]]:
+    app: Application[UUID] = Application(env=pooled_env)
+    yield app
+    app.close()
+
+
+def pending(app: Application[UUID], *aggregates: Aggregate) -> PendingSave:
+    """The save `app.save(*aggregates)` would hand to the committer."""
+    recorder = app.recorder
+    assert isinstance(recorder, GroupCommitRecorder)
+    events = [app.mapper.to_stored_event(e) for a in aggregates for e in a.collect_events()]
+    rows = [
+        recorder.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
+        for e in events
+    ]
+    return PendingSave(events, rows)
+
+
+def copy_of(app: Application[UUID], note: Note) -> Note:
+    return app.repository.get(note.id)
+
+
+def test_the_ledger_environment_selects_the_group_commit_recorder(notebook):
+    assert isinstance(notebook.recorder, GroupCommitRecorder)
+
+
+def test_concurrent_saves_share_transactions_and_each_gets_its_own_notification_ids(notebook):
+    ids_by_writer: list[list[int]] = [[] for _ in range(WRITERS)]
+
+    def write(writer: int) -> None:
+        for i in range(SAVES_PER_WRITER):
+            recording = notebook.save(Note(f"{writer}-{i}"))
+            ids_by_writer[writer].extend(r.notification.id for r in recording)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every_id = sorted(i for ids in ids_by_writer for i in ids)
+    assert len(every_id) == len(set(every_id)) == WRITERS * SAVES_PER_WRITER
+    stored = notebook.recorder.select_notifications(start=1, limit=10_000)
+    assert [n.id for n in stored] == every_id
+    assert notebook.recorder.batches_committed < WRITERS * SAVES_PER_WRITER
+
+
+def test_a_version_conflict_with_the_store_fails_only_the_save_it_belongs_to(notebook):
+    stored = Note("stored")
+    notebook.save(stored)
+    stale = copy_of(notebook, stored)
+    notebook.save(copy_of_amended(notebook, stored, "winner"))
+    stale.amend("stale")
+    before, after = Note("before"), Note("after")
+    batch = [pending(notebook, before), pending(notebook, stale), pending(notebook, after)]
+    notebook.recorder.commit_batch(batch)
+    assert batch[0].error is None and batch[2].error is None
+    assert isinstance(batch[1].error, IntegrityError)
+    assert isinstance(batch[1].error, RecordConflictError)
+    assert batch[0].notification_ids < batch[2].notification_ids
+    assert copy_of(notebook, before).text == "before" and copy_of(notebook, after).text == "after"
+    assert copy_of(notebook, stored).text == "winner"
+
+
+def test_a_conflict_with_an_earlier_save_of_the_same_batch_refuses_only_the_later_one(notebook):
+    stored = Note("stored")
+    notebook.save(stored)
+    first, second = copy_of(notebook, stored), copy_of(notebook, stored)
+    first.amend("first")
+    second.amend("second")
+    batch = [pending(notebook, first), pending(notebook, Note("other")), pending(notebook, second)]
+    notebook.recorder.commit_batch(batch)
+    assert [save.error is None for save in batch] == [True, True, False]
+    assert isinstance(batch[2].error, IntegrityError)
+    assert copy_of(notebook, stored).text == "first"
+    ids = [save.notification_ids for save in batch]
+    assert ids[0][0] < ids[1][0]
+
+
+def test_a_refused_save_writes_none_of_its_events(notebook):
+    stored = Note("stored")
+    notebook.save(stored)
+    stale = copy_of(notebook, stored)
+    notebook.save(copy_of_amended(notebook, stored, "winner"))
+    stale.amend("loser")
+    fresh = Note("fresh, saved together with the stale amendment")
+    batch = [pending(notebook, fresh, stale)]
+    notebook.recorder.commit_batch(batch)
+    assert isinstance(batch[0].error, IntegrityError)
+    assert notebook.recorder.select_events(fresh.id) == []
+    assert copy_of(notebook, stored).text == "winner"
+
+
+def copy_of_amended(app: Application[UUID], note: Note, text: str) -> Note:
+    copy = copy_of(app, note)
+    copy.amend(text)
+    return copy
+
+
+def test_saves_through_the_application_raise_the_conflict_the_use_cases_retry_on(notebook):
+    stored = Note("stored")
+    notebook.save(stored)
+    stale = copy_of(notebook, stored)
+    notebook.save(copy_of_amended(notebook, stored, "winner"))
+    stale.amend("loser")
+    with pytest.raises(RecordConflictError):
+        notebook.save(stale)
+
+
+def test_saves_are_acknowledged_with_synchronous_commit_on(notebook):
+    with notebook.recorder.datastore.get_connection() as connection:
+        assert connection.execute("SHOW synchronous_commit").fetchone()["synchronous_commit"] == "on"
+
+
+def test_a_reader_tailing_the_log_during_concurrent_saves_skips_no_notification(pooled_env):
+    """Two recorders stand for two API processes; the reader follows the log as a projection does."""
+    writers = [Application(env=pooled_env) for _ in range(2)]
+    seen: list[int] = []
+    done = threading.Event()
+
+    def tail() -> None:
+        last = 0
+        while True:
+            finished = done.is_set()
+            for notification in writers[0].recorder.select_notifications(start=last + 1, limit=500):
+                seen.append(notification.id)
+                last = notification.id
+            if finished:
+                return
+
+    def write(app: Application[UUID]) -> None:
+        for i in range(SAVES_PER_WRITER):
+            app.save(Note(str(i)), Note(str(i)))
+
+    reader = threading.Thread(target=tail)
+    reader.start()
+    threads = [threading.Thread(target=write, args=(writers[i % 2],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.set()
+    reader.join()
+    for app in writers:
+        app.close()
+    assert len(seen) == 8 * SAVES_PER_WRITER * 2
+    assert seen == sorted(seen)
+    assert seen == list(range(seen[0], seen[0] + len(seen)))
