@@ -23,6 +23,7 @@ from application.ports import AddressBook, Clock, PriceSource, SystemClock
 from application.settings import Settings
 from domain.account import Account
 from domain.customer import Customer
+from domain.deposits import AddressPool
 from domain.errors import AccountNotFound, CustomerNotFound, DomainError, TransactionNotFound
 from domain.transaction import Transaction
 
@@ -42,6 +43,9 @@ class LedgerBase(LedgerLog):
     """Plumbing shared by the use cases: transcodings, loading by business key, retries."""
 
     conflicts = RecordConflictError
+    # Every sell and account opening allocates from its crypto's pool, so a pool's history only grows:
+    # load it from a snapshot (taken every 100 allocations) plus the events since.
+    snapshotting_intervals = {AddressPool: 100}
 
     def __init__(
         self,

@@ -97,34 +97,47 @@ class Trading(LedgerBase):
         code = code or self.new_transaction_code()
 
         def create() -> Transaction:
-            existing = self.find(Transaction.create_id(partner, code))
-            if existing is not None:
-                return existing
-            customer = self._active_customer(partner, request.customer_code)
-            self._sell_account(partner, request)
-            self.desk.sell_order(partner, code, request, None)  # refuses a bad request first
-            pool = self.get_or_create(
-                AddressPool.create_id(request.crypto), lambda: AddressPool(request.crypto)
-            )
-            deposit = self.addresses.derive(request.crypto, pool.allocate(f"sell:{partner}:{code}"))
-            order = self.desk.sell_order(partner, code, request, (deposit.address, deposit.path))
             now = self.clock.now()
-            transaction = Transaction.initiate_sell(
-                order, now, self.desk.valid_until(order.payment_method, now)
-            )
-            address = DepositAddress(
-                crypto=order.crypto,
-                address=deposit.address,
-                path=deposit.path,
-                partner=partner,
-                transaction_code=code,
-                at=now,
-            )
-            windows = self._reserve_limits(customer, "sell", order, now)
-            self.save(transaction, address, pool, *windows)
-            return transaction
+            with self.loading(*self._sell_aggregate_ids(partner, code, request, now)):
+                existing = self.find(Transaction.create_id(partner, code))
+                if existing is not None:
+                    return existing
+                customer = self._active_customer(partner, request.customer_code)
+                self._sell_account(partner, request)
+                self.desk.sell_order(partner, code, request, None)  # refuses a bad request first
+                pool = self.get_or_create(
+                    AddressPool.create_id(request.crypto), lambda: AddressPool(request.crypto)
+                )
+                deposit = self.addresses.derive(request.crypto, pool.allocate(f"sell:{partner}:{code}"))
+                order = self.desk.sell_order(partner, code, request, (deposit.address, deposit.path))
+                transaction = Transaction.initiate_sell(
+                    order, now, self.desk.valid_until(order.payment_method, now)
+                )
+                address = DepositAddress(
+                    crypto=order.crypto,
+                    address=deposit.address,
+                    path=deposit.path,
+                    partner=partner,
+                    transaction_code=code,
+                    at=now,
+                )
+                windows = self._reserve_limits(customer, "sell", order, now)
+                self.save(transaction, address, pool, *windows)
+                return transaction
 
         return self.retrying(create)
+
+    def _sell_aggregate_ids(self, partner: str, code: str, request: SellRequest, at: datetime) -> list[UUID]:
+        """What creating a sell reads, but for the address pool (loaded from its snapshot)."""
+        return [
+            Transaction.create_id(partner, code),
+            Customer.create_id(partner, request.customer_code),
+            Account.create_id(partner, request.account_code),
+            *(
+                LimitWindow.create_id(partner, request.customer_code, "sell", period_key(period, at))
+                for period in PERIODS
+            ),
+        ]
 
     def change_transaction(
         self,
