@@ -123,7 +123,7 @@ class Postings(ReadModel):
         return [SQL(ddl).format(**names) for ddl in (POSTINGS, POSTINGS_INDEX, BALANCES, DEALS, PLACES)]
 
     def deal_state(self, deal_id: UUID) -> DealState | None:
-        with self.datastore.transaction(commit=False) as curs:
+        with self.reading() as curs:
             select = SQL("SELECT deal, memo, received FROM {} WHERE id = %s")
             row = curs.execute(select.format(self.table("posting_deals")), (deal_id,)).fetchone()
         if row is None:

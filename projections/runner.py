@@ -1,5 +1,6 @@
-"""Running projections: live on eventsourcing's `ProjectionRunner`, one process at a time per projection
-(a PostgreSQL advisory lock elects it), and replays from the first event for rebuilds and audits."""
+"""Running projections: live, one process at a time per projection (a PostgreSQL advisory lock elects it),
+following the event log a page per transaction as NOTIFY wakes it; and replays from the first event for
+rebuilds and audits, the same way."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from dataclasses import dataclass
 
 import psycopg
 from eventsourcing.persistence import InfrastructureFactory, Tracking
-from eventsourcing.projection import Projection, ProjectionRunner
+from eventsourcing.projection import Projection
 from eventsourcing.utils import Environment
+from psycopg import sql
 
 from application.database import ensure_schema, eventsourcing_env
 from application.log import EVENTS_SCHEMA, LedgerLog
@@ -22,6 +24,7 @@ from projections.postgres import READ_SCHEMA, ReadModel
 log = logging.getLogger("broker_ledger.projections")
 APPLICATION = LedgerLog.name
 PROJECTION_POOL_SIZE = "1"
+NOTIFY_WAIT_SECONDS = 0.5
 STARTUP_LOCK = int.from_bytes(
     hashlib.sha256(b"broker-ledger projections starting").digest()[:8], "big", signed=True
 )
@@ -71,18 +74,20 @@ def replay(
     stop_at: int | None = None,
     batch: int = 500,
     progress: Callable[[int], None] | None = None,
+    interrupted: Callable[[], bool] = lambda: False,
 ) -> int:
     """Processes every event after the view's position (up to `stop_at`) in order; returns the position."""
     projection = spec.projection_class(view=view)
     position = view.position(APPLICATION)
-    while stop_at is None or position < stop_at:
+    while (stop_at is None or position < stop_at) and not interrupted():
         notifications = log_app.recorder.select_notifications(start=position + 1, limit=batch, stop=stop_at)
         if not notifications:
             break
-        for notification in notifications:
-            event = log_app.mapper.to_domain_event(notification)
-            projection.process_event(event, Tracking(APPLICATION, notification.id))
-            position = notification.id
+        with view.batch():  # the page commits at once, with its last position
+            for notification in notifications:
+                event = log_app.mapper.to_domain_event(notification)
+                projection.process_event(event, Tracking(APPLICATION, notification.id))
+        position = notifications[-1].id
         if progress is not None:
             progress(len(notifications))
     return position
@@ -147,17 +152,23 @@ class ProjectionWorker:
             if not leader:
                 return
             with starting(self.url):  # one at a time: concurrent CREATE ... IF NOT EXISTS can collide
-                open_view(self.url, self.spec).datastore.close()  # the schema and tables first
-                runner = ProjectionRunner(
-                    application_class=LedgerLog,
-                    projection_class=self.spec.projection_class,
-                    view_class=self.spec.view_class,
-                    env=projection_env(self.url, self.spec),
-                )
-            with runner:
+                view = open_view(self.url, self.spec)
+            log_app = LedgerLog(env=projection_env(self.url, self.spec))
+            try:
                 self.running.set()
-                log.info("projection %s running from position %d", self.spec.name, runner.view.position())
-                while not self._stopped.is_set():
-                    runner.run_forever(timeout=0.5)
-                    if runner.is_interrupted.is_set() and not self._stopped.is_set():
-                        return  # the runner stopped by itself: its error is raised on leaving
+                log.info("projection %s running from position %d", self.spec.name, view.position())
+                self._follow(log_app, view)
+            finally:
+                log_app.close()
+                view.datastore.close()
+
+    def _follow(self, log_app: LedgerLog, view: ReadModel) -> None:
+        """Processes new events a page per transaction, woken by the event store's NOTIFY (or every
+        half second, should a notification be missed)."""
+        channel = sql.Identifier(log_app.recorder.channel_name)
+        with psycopg.connect(self.url, autocommit=True) as listener:
+            listener.execute(sql.SQL("LISTEN {}").format(channel))
+            while not self._stopped.is_set():
+                replay(log_app, self.spec, view, interrupted=self._stopped.is_set)
+                for _ in listener.notifies(timeout=NOTIFY_WAIT_SECONDS, stop_after=1):
+                    pass
