@@ -6,6 +6,7 @@ Money values are written as strings or numbers in TOML and read as `Decimal`. `l
 
 from __future__ import annotations
 
+import math
 import os
 from decimal import Decimal
 from enum import StrEnum
@@ -129,6 +130,14 @@ class TokenSettings(Base, kw_only=True):
     lifetime_seconds: int = 3600
 
 
+class RateLimitSettings(Base, kw_only=True):
+    """Requests per client (per remote address before a token is had), a token bucket in each worker."""
+
+    enabled: bool = True
+    requests_per_second: float = 200.0  # the bucket refills at this rate
+    burst: int = 400  # and holds this many requests: a client may send this many at once
+
+
 class Settings(Base, kw_only=True):
     base_currency: str
     currencies: dict[str, Currency]
@@ -138,6 +147,7 @@ class Settings(Base, kw_only=True):
     partners: dict[str, Partner]
     price_source: PriceSourceSettings = PriceSourceSettings()
     tokens: TokenSettings = TokenSettings()
+    rate_limits: RateLimitSettings = RateLimitSettings()
     callback_http_hosts: list[str] = []  # hosts that may receive callbacks over plain http
 
     def fiat(self, code: str) -> Asset:
@@ -192,7 +202,8 @@ def consistency_problems(settings: Settings) -> list[str]:
         for client_id, client in partner.clients.items():
             if not client.roles:
                 problems.append(f"partners.{code}.clients.{client_id}.roles must not be empty")
-    return problems + _price_source_problems(settings.price_source)
+    problems += _price_source_problems(settings.price_source)
+    return problems + _rate_limit_problems(settings.rate_limits)
 
 
 def _currency_problems(code: str, currency: Currency) -> list[str]:
@@ -210,6 +221,15 @@ def _price_source_problems(source: PriceSourceSettings) -> list[str]:
     if source.kind == "ticker" and not source.url:
         return ["price_source.url is required when price_source.kind is 'ticker'"]
     return []
+
+
+def _rate_limit_problems(limits: RateLimitSettings) -> list[str]:
+    problems = []
+    if not (math.isfinite(limits.requests_per_second) and limits.requests_per_second > 0):
+        problems.append("rate_limits.requests_per_second must be a positive number")
+    if limits.burst < 1:
+        problems.append("rate_limits.burst must be at least 1")
+    return problems
 
 
 def _crypto_problems(settings: Settings, code: str, crypto: Crypto) -> list[str]:

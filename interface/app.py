@@ -41,6 +41,7 @@ from interface.controllers.tokens import TokenController
 from interface.idempotency import MAX_BODY, IdempotencyMiddleware, IdempotencyStore
 from interface.openapi import openapi_config
 from interface.problems import EXCEPTION_HANDLERS
+from interface.rate_limits import RateLimitMiddleware
 from interface.reading import Reader
 from interface.security import UNAUTHENTICATED_PATHS, BearerAuthentication
 from projections.catalog import PROJECTIONS, READ_MODELS
@@ -189,6 +190,7 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
         },
         middleware=[
             DefineMiddleware(BearerAuthentication, exclude=UNAUTHENTICATED_PATHS),
+            RateLimitMiddleware(runtime.settings.rate_limits),  # after authentication: keyed by client
             IdempotencyMiddleware(),
         ],
         exception_handlers=EXCEPTION_HANDLERS,

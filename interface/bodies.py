@@ -31,6 +31,10 @@ def decode_body(body: bytes, target: Any) -> Any:
         raw = EXACT_JSON.decode(body or b"null")
     except msgspec.DecodeError as error:
         raise ClientException(f"the request body is not valid JSON: {error}") from None
+    except UnicodeDecodeError as error:  # msgspec raises it for a string that is not UTF-8
+        raise ClientException(f"the request body is not valid UTF-8: {error.reason}") from None
+    except RecursionError:  # nesting deeper than the decoder's stack allows
+        raise ClientException("the request body is not valid JSON: it is nested too deeply") from None
     problems: list[str] = []
     raw = _as_declared(raw, msgspec.inspect.type_info(target), "$", problems)
     try:

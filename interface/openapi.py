@@ -4,7 +4,8 @@ Litestar builds the document from the routes; before it is served, this module c
 - bodies are described by msgspec's own JSON Schema of the Structs that decode and encode them (unknown
   fields refused, every constraint kept), with amounts as JSON numbers, as they are sent and read;
 - every operation lists the problem responses the shared machinery can give (malformed request, token and
-  role, idempotency, body size and validation, database unavailable) with the headers they carry;
+  role, idempotency, body size and validation, rate limit, database unavailable) with the headers they
+  carry;
 - each operation's security requirement names the roles that may call it;
 - parameters are never null (a header is absent or a string), and a body that may be null is optional.
 """
@@ -25,6 +26,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from interface import schemas
 from interface.problems import PROBLEM_JSON, TITLES
+from interface.rate_limits import EXEMPT_PATHS
 
 REF = "#/components/schemas/{name}"
 HEADERS_OF_STATUS = {
@@ -67,9 +69,10 @@ def corrected(document: dict[str, Any], app: Litestar) -> dict[str, Any]:
     schemas = document["components"]["schemas"]
     schemas.update({name: schema for name, schema in struct_schemas().items() if name in schemas})
     roles = roles_by_operation(app)
-    for operations in document["paths"].values():
+    for path, operations in document["paths"].items():
+        limited = not path.startswith(EXEMPT_PATHS)
         for method, operation in operations.items():
-            _correct_operation(method, operation, roles.get(operation.get("operationId")))
+            _correct_operation(method, operation, roles.get(operation.get("operationId")), limited)
     return document
 
 
@@ -104,7 +107,9 @@ def roles_by_operation(app: Litestar) -> dict[str, frozenset[str]]:
     }
 
 
-def _correct_operation(method: str, operation: dict[str, Any], roles: frozenset[str] | None) -> None:
+def _correct_operation(
+    method: str, operation: dict[str, Any], roles: frozenset[str] | None, limited: bool
+) -> None:
     secured = operation.get("security") != [{}]
     if roles:
         operation["security"] = [{"bearer": [role]} for role in sorted(roles)]
@@ -114,7 +119,7 @@ def _correct_operation(method: str, operation: dict[str, Any], roles: frozenset[
     if body is not None and any(_allows_null(media["schema"]) for media in body["content"].values()):
         body["required"] = False
     documented = operation.setdefault("responses", {})
-    for status in _shared_refusals(method, secured, has_body=body is not None):
+    for status in _shared_refusals(method, secured, has_body=body is not None, limited=limited):
         # litestar documents its own 400 as application/json: every refusal is a problem
         if PROBLEM_JSON not in documented.get(str(status), {}).get("content", {}):
             documented[str(status)] = _problem(status)
@@ -126,11 +131,13 @@ def _correct_operation(method: str, operation: dict[str, Any], roles: frozenset[
             }
 
 
-def _shared_refusals(method: str, secured: bool, *, has_body: bool) -> set[int]:
+def _shared_refusals(method: str, secured: bool, *, has_body: bool, limited: bool) -> set[int]:
     """What any route can answer, whatever it does: malformed request or header (400), database down
     (503); token (401) and role (403); body too large (413) or invalid (422); Idempotency-Key still running
-    (409) or reused with another request (422)."""
+    (409) or reused with another request (422); the client's rate limit (429) on every route but health."""
     statuses = {400, 503}
+    if limited:
+        statuses.add(429)
     if secured:
         statuses |= {401, 403}
     if has_body:
