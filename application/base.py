@@ -95,16 +95,23 @@ class LedgerBase(LedgerLog):
             _loaded.reset(token)
 
     def find(self, aggregate_id: UUID) -> Any | None:
+        """The aggregate rebuilt from its events (or from those `loading` read ahead), None if it has none.
+        Reads the events only: the snapshot store is for the address pools (`address_pool`)."""
         loaded = _loaded.get()
-        if loaded is not None and aggregate_id in loaded:
-            aggregate = None
-            for domain_event in loaded[aggregate_id]:
-                aggregate = domain_event.mutate(aggregate)
-            return aggregate
+        events = loaded.get(aggregate_id) if loaded is not None else None
+        if events is None:
+            events = self.events.get(aggregate_id)
+        aggregate = None
+        for domain_event in events:
+            aggregate = domain_event.mutate(aggregate)
+        return aggregate
+
+    def address_pool(self, crypto: str) -> AddressPool:
+        """The crypto-currency's deposit address pool, from its latest snapshot and the events since."""
         try:
-            return self.repository.get(aggregate_id)
+            return self.repository.get(AddressPool.create_id(crypto))
         except AggregateNotFoundError:
-            return None
+            return AddressPool(crypto)
 
     def get_or_create(self, aggregate_id: UUID, create: Callable[[], A]) -> A:
         found = self.find(aggregate_id)

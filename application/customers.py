@@ -8,7 +8,6 @@ from application.base import LedgerBase
 from application.commands import LimitUsage
 from domain.account import Account, account_code_for
 from domain.customer import Customer, CustomerStatus
-from domain.deposits import AddressPool
 from domain.errors import (
     CryptoAddressInvalid,
     CryptoCodeRequired,
@@ -77,7 +76,7 @@ class Customers(LedgerBase):
             existing = self.find(Account.create_id(partner, code))
             if existing is not None:
                 return existing, False
-            pool = self.get_or_create(AddressPool.create_id(crypto), lambda: AddressPool(crypto))
+            pool = self.address_pool(crypto)
             deposit = self.addresses.derive(crypto, pool.allocate(f"account:{partner}:{code}"))
             now = self.clock.now()
             account = Account(

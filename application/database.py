@@ -105,7 +105,8 @@ def eventsourcing_env(url: str, schema: str) -> dict[str, str]:
         "POSTGRES_SCHEMA": schema,
         "POSTGRES_POOL_SIZE": str(_pool_size()),
         "POSTGRES_MAX_OVERFLOW": str(MAX_OVERFLOW),
-        "POSTGRES_CONNECT_TIMEOUT": str(params.get("connect_timeout") or "5"),
+        # also how long a request waits for a pooled connection before it is answered 503
+        "POSTGRES_CONNECT_TIMEOUT": str(params.get("connect_timeout") or "3"),
         "POSTGRES_PRE_PING": "no",  # a dead connection fails its query, which the recorder retries
         **_recorder_settings(),
     }

@@ -32,7 +32,13 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    Notification,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
 from psycopg import Connection
@@ -43,6 +49,9 @@ from psycopg.sql import SQL, Identifier
 BEGIN = SQL("BEGIN")
 COMMIT = SQL("COMMIT")
 MAX_BATCH_EVENTS = 2000  # events per transaction; a larger queue is written in several batches
+# The library retries each call 10 times, each waiting up to the pool's timeout for a connection: 50 s
+# before a request learns the database is down. Twice is enough to replace a connection that died.
+fail_fast = retry((InterfaceError, OperationalError), max_attempts=2, wait=0.2)
 
 
 class PendingSave:
@@ -119,7 +128,7 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
         self._starting = threading.Lock()
         self.batches_committed = 0  # for tests and benchmarks: how many transactions carried the saves
 
-    @retry((InterfaceError, OperationalError), max_attempts=3, wait=0.2)
+    @fail_fast
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         if not stored_events:
             return []
@@ -135,7 +144,19 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
             raise save.error
         return save.notification_ids
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    @fail_fast
+    def select_events(self, *args: Any, **kwargs: Any) -> Sequence[StoredEvent]:
+        return PostgresApplicationRecorder.select_events.__wrapped__(self, *args, **kwargs)
+
+    @fail_fast
+    def select_notifications(self, *args: Any, **kwargs: Any) -> Sequence[Notification]:
+        return PostgresApplicationRecorder.select_notifications.__wrapped__(self, *args, **kwargs)
+
+    @fail_fast
+    def max_notification_id(self) -> int | None:
+        return PostgresApplicationRecorder.max_notification_id.__wrapped__(self)
+
+    @fail_fast
     def select_events_of(self, originator_ids: Sequence[UUID]) -> list[StoredEvent]:
         """The events of several aggregates in one round trip, in version order per aggregate."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:

@@ -11,7 +11,7 @@ from application.commands import BuyRequest, SellRequest
 from application.orders import OrderDesk
 from domain.account import Account, account_code_for
 from domain.customer import Customer
-from domain.deposits import AddressPool, DepositAddress
+from domain.deposits import DepositAddress
 from domain.errors import (
     AccountNotOfCustomer,
     CryptoAddressInvalid,
@@ -105,9 +105,7 @@ class Trading(LedgerBase):
                 customer = self._active_customer(partner, request.customer_code)
                 self._sell_account(partner, request)
                 self.desk.sell_order(partner, code, request, None)  # refuses a bad request first
-                pool = self.get_or_create(
-                    AddressPool.create_id(request.crypto), lambda: AddressPool(request.crypto)
-                )
+                pool = self.address_pool(request.crypto)
                 deposit = self.addresses.derive(request.crypto, pool.allocate(f"sell:{partner}:{code}"))
                 order = self.desk.sell_order(partner, code, request, (deposit.address, deposit.path))
                 transaction = Transaction.initiate_sell(

@@ -87,8 +87,12 @@ def build_runtime(database_url: str | None = None) -> Runtime:
         env=eventsourcing_env(url, EVENTS_SCHEMA),
     )
     credentials = load_or_create_credentials(settings, var)
-    pool = ConnectionPool(
-        url, min_size=1, max_size=int(os.environ.get("BROKER_LEDGER_API_POOL_SIZE", "8")), open=True
+    pool = ConnectionPool(  # idempotency keys, callbacks, health: a request waits at most 3 s for one
+        url,
+        min_size=1,
+        max_size=int(os.environ.get("BROKER_LEDGER_API_POOL_SIZE", "8")),
+        open=True,
+        timeout=3,
     )
     idempotency = IdempotencyStore(pool, API_SCHEMA)
     idempotency.create_table()

@@ -5,29 +5,42 @@ The same key with the same request within 24 hours replays the first response by
 key while the first request still runs is 409. A request that died while running (its lease lapsed) may be
 taken over by its retry; creates are safe to rerun because their transaction code derives from the key
 (`transaction_code_for`), so the rerun finds the transaction the first run recorded.
+
+Leases are short and renewed (`Leases`) while their requests run, so the claim of a process that was killed
+lapses within LEASE_SECONDS rather than blocking its retries for a minute. A claim whose release failed
+because the database was down is released again once it is back. A request waits at most POOL_WAIT_SECONDS
+for a connection, so an unreachable database gives a prompt 503 rather than a hang.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 import anyio.to_thread
+import psycopg
 from litestar.connection import ASGIConnection
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from psycopg import sql
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from interface.problems import ApiProblem
 
 HEADER = b"idempotency-key"
 MAX_BODY = 64 * 1024
-LEASE_SECONDS = 60
+LEASE_SECONDS = 10  # a running claim nobody renews (its process died or lost the database) lapses after this
+RENEW_SECONDS = 2  # how often a process renews the leases of its running requests
+POOL_WAIT_SECONDS = 5  # the longest a request waits for a connection (as the event store's pool)
 KEEP_HOURS = 24
+log = logging.getLogger("broker_ledger.idempotency")
 REPLAYED_HEADERS = (b"content-type", b"location", b"retry-after", b"www-authenticate")
 
 
@@ -49,6 +62,7 @@ class Claim:
 
     owned: bool
     replay: StoredResponse | None = None
+    created: datetime | None = None  # of an owned claim: tells it from a later claim of the same key
 
 
 class IdempotencyStore:
@@ -56,9 +70,10 @@ class IdempotencyStore:
         self.pool = pool
         self.table = sql.Identifier(schema, "idempotency_keys")
         self.schema = schema
+        self.leases = Leases(self)
 
     def create_table(self) -> None:
-        with self.pool.connection() as conn:
+        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
             conn.execute(
                 sql.SQL(
@@ -71,7 +86,7 @@ class IdempotencyStore:
             )
 
     def claim(self, partner: str, key: str, fingerprint: bytes) -> Claim:
-        with self.pool.connection() as conn:
+        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
             owned = conn.execute(
                 sql.SQL(
                     "INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)"
@@ -82,22 +97,26 @@ class IdempotencyStore:
                     " WHERE t.created < now() - make_interval(hours => %s)"
                     " OR (t.state = 'running' AND t.lease_until < now()"
                     " AND t.fingerprint = excluded.fingerprint)"
-                    " RETURNING 1"
+                    " RETURNING created"
                 ).format(t=self.table),
                 (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS),
             ).fetchone()
-            if owned:
-                return Claim(owned=True)
-            row = conn.execute(
-                sql.SQL(
-                    "SELECT fingerprint, state, status, headers, body FROM {} WHERE partner = %s AND key = %s"
-                ).format(self.table),
-                (partner, key),
-            ).fetchone()
+            row = None
+            if not owned:
+                row = conn.execute(
+                    sql.SQL(
+                        "SELECT fingerprint, state, status, headers, body FROM {}"
+                        " WHERE partner = %s AND key = %s"
+                    ).format(self.table),
+                    (partner, key),
+                ).fetchone()
+        if owned:  # committed: only now is the lease this process's to renew
+            self.leases.running(partner, key, owned[0])
+            return Claim(owned=True, created=owned[0])
         return _refusal_or_replay(row, fingerprint)
 
     def finish(self, partner: str, key: str, response: StoredResponse) -> None:
-        with self.pool.connection() as conn:
+        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
             conn.execute(
                 sql.SQL(
                     "UPDATE {} SET state = 'done', status = %s, headers = %s, body = %s"
@@ -105,16 +124,90 @@ class IdempotencyStore:
                 ).format(self.table),
                 (response.status, json.dumps(response.headers), response.body, partner, key),
             )
+        self.leases.ended(partner, key)
 
-    def release(self, partner: str, key: str) -> None:
-        """Forgets a claim whose request failed for a passing reason, so a retry runs it again."""
-        with self.pool.connection() as conn:
-            conn.execute(
-                sql.SQL("DELETE FROM {} WHERE partner = %s AND key = %s AND state = 'running'").format(
-                    self.table
-                ),
-                (partner, key),
+    def release(self, partner: str, key: str, created: datetime | None = None) -> None:
+        """Forgets a claim whose request failed for a passing reason, so a retry runs it again. When the
+        database cannot be reached the claim is released later, by `Leases`, once it can."""
+        self.leases.ended(partner, key)
+        try:
+            self.forget([(partner, key, created)])
+        except (psycopg.Error, PoolTimeout) as error:
+            log.warning(
+                "could not release Idempotency-Key %r of %s now (%s); will retry", key, partner, error
             )
+            self.leases.release_later(partner, key, created)
+
+    def forget(self, claims: list[tuple[str, str, datetime | None]]) -> None:
+        """Deletes these running claims (a claim taken over since, with another `created`, is kept)."""
+        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+            conn.cursor().executemany(
+                sql.SQL(
+                    "DELETE FROM {} WHERE partner = %s AND key = %s AND state = 'running'"
+                    " AND (%s::timestamptz IS NULL OR created = %s::timestamptz)"
+                ).format(self.table),
+                [(partner, key, created, created) for partner, key, created in claims],
+            )
+
+    def renew(self, claims: list[tuple[str, str, datetime]]) -> None:
+        """Extends the leases of these running claims (of requests still running in this process)."""
+        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+            conn.cursor().executemany(
+                sql.SQL(
+                    "UPDATE {} SET lease_until = now() + make_interval(secs => %s)"
+                    " WHERE partner = %s AND key = %s AND created = %s AND state = 'running'"
+                ).format(self.table),
+                [(LEASE_SECONDS, partner, key, created) for partner, key, created in claims],
+            )
+
+
+class Leases:
+    """The claims this process holds: renews the leases of those still running every RENEW_SECONDS, and
+    releases those whose release failed (database down) once the database answers again. One daemon thread,
+    started with the first claim, touching the database only when it has something to do."""
+
+    def __init__(self, store: IdempotencyStore) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._running: dict[tuple[str, str], datetime] = {}
+        self._to_release: dict[tuple[str, str], datetime | None] = {}
+        self._thread: threading.Thread | None = None
+
+    def running(self, partner: str, key: str, created: datetime) -> None:
+        with self._lock:
+            self._running[partner, key] = created
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="idempotency-leases", daemon=True)
+                self._thread.start()
+
+    def ended(self, partner: str, key: str) -> None:
+        with self._lock:
+            self._running.pop((partner, key), None)
+
+    def release_later(self, partner: str, key: str, created: datetime | None) -> None:
+        with self._lock:
+            self._to_release[partner, key] = created
+
+    def _loop(self) -> None:
+        while True:  # as long as the process: a daemon thread
+            time.sleep(RENEW_SECONDS)
+            with self._lock:
+                running = [(partner, key, created) for (partner, key), created in self._running.items()]
+                to_release = [(partner, key, created) for (partner, key), created in self._to_release.items()]
+            try:
+                if running:
+                    self.store.renew(running)
+                if to_release:
+                    self.store.forget(to_release)
+                    self._released(to_release)
+            except Exception as error:  # the database is down or the pool closed: try again later
+                log.debug("idempotency leases not renewed or released yet: %s", error)
+
+    def _released(self, claims: list[tuple[str, str, datetime | None]]) -> None:
+        with self._lock:
+            for partner, key, created in claims:
+                if (partner, key) in self._to_release and self._to_release[partner, key] == created:
+                    del self._to_release[partner, key]
 
 
 def _refusal_or_replay(row: tuple | None, fingerprint: bytes) -> Claim:
@@ -163,7 +256,7 @@ class IdempotencyMiddleware(ASGIMiddleware):
             await _send_stored(send, claim.replay)
             return
         scope.setdefault("state", {})["idempotency_key"] = key
-        await self._run_and_store(scope, body, send, next_app, store, partner, key)
+        await self._run_and_store(scope, body, send, next_app, store, partner, key, claim.created)
 
     async def _run_and_store(
         self,
@@ -174,6 +267,7 @@ class IdempotencyMiddleware(ASGIMiddleware):
         store: IdempotencyStore,
         partner: str,
         key: str,
+        created: datetime | None,
     ) -> None:
         async def store_before_the_last_byte(response: StoredResponse) -> bool:
             """Stored before the client has the whole answer, so a retry right after it finds it done."""
@@ -187,7 +281,7 @@ class IdempotencyMiddleware(ASGIMiddleware):
             await next_app(scope, _replay_body(body), recorder.send)
         finally:
             if not recorder.stored:
-                await anyio.to_thread.run_sync(store.release, partner, key)
+                await anyio.to_thread.run_sync(store.release, partner, key, created)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
