@@ -27,6 +27,8 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from bench.load_support import bench_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 SERVERS = {
@@ -141,7 +143,9 @@ def wrk(url: str, headers: dict[str, str], seconds: int, connections: int, body:
 def measure(name: str, args: argparse.Namespace, server_url: str) -> dict[str, dict]:
     var = tempfile.mkdtemp(prefix="bl-bench-")
     database, url = fresh_database(server_url)
-    env = dict(os.environ, DATABASE_URL=url, BROKER_LEDGER_VAR=var)
+    settings = Path(var) / "settings.toml"
+    bench_settings(settings)  # the demo settings with the per-client rate limits out of the way
+    env = dict(os.environ, DATABASE_URL=url, BROKER_LEDGER_VAR=var, BROKER_LEDGER_SETTINGS=str(settings))
     port = free_port()
     process = start(name, port, args.workers, env)
     try:

@@ -1,0 +1,230 @@
+"""Load benchmark of the real server: created buys per second, latency, projection lag, rebuild speed,
+memory per worker, and the ceiling of the HTTP stack, side by side with their targets.
+
+Run (wrk must be installed: `apt-get install wrk`):
+
+    .venv/bin/python bench/load.py [--customers 2000] [--seconds 15] [--workers 2] [--connections 64,8]
+                                   [--database-url postgresql://postgres@127.0.0.1:5432/postgres] [--markdown]
+
+What it does, in order:
+1. Creates a fresh database `bench_load_<random>` on the PostgreSQL of --database-url (dropped at the end)
+   and writes the benchmark's settings into a temporary directory: the demo settings plus a trust level
+   `Bench` whose limits are never reached, and every rate limit raised very high (left enabled, so its
+   cost is part of the figures). Starts `broker-ledger serve --workers N` in its own process group with
+   DATABASE_URL, BROKER_LEDGER_VAR (a private var dir: credentials and client secrets) and --settings;
+   the projections run inside the server, as they do by default.
+2. Takes a token the OAuth2 way (POST /connect/token with the secret generated into var/) and registers
+   --customers customers (ACTIVE, trust level Bench) with a BTC account each, over HTTP, concurrently.
+3. For each connection count, runs wrk (one thread, bench/wrk_buy.lua) for --seconds: POST /brokerbuy
+   without "stage" (the buy is committed at once, status Sending) of 20 EUR, cycling over the customers,
+   each request with a unique Idempotency-Key. Created buys/s = 2xx responses / wrk's duration; cross-
+   checked with the `Transaction.Staged` events added to ledger.ledger_events during the run, and with the
+   rows added to read.transactions once the projections have caught up (both also count the requests
+   still in flight when wrk stopped, up to one per connection). Latency percentiles are wrk's.
+4. Projection lag, sampled during each run (method in bench/lag.py): every 5 ms the head of the event log
+   and each projection's tracking position are read; each new head id is stamped when first seen and again
+   when a projection's position first reaches it; lag = the difference. After wrk stops, sampling goes on
+   until every projection has reached the last head (so the slowest events are counted), and each run
+   starts only once the projections have processed everything before it. The target applies to
+   ReadModels (the read models that GET endpoints serve) during the run with the most connections.
+5. After the runs: VmRSS of each uvicorn worker (children of the server process, /proc/<pid>/status).
+   Trouble in the server's log (a worker restarted by uvicorn's supervisor, errors) is printed per phase.
+   Then the server is stopped and `broker-ledger projections rebuild` (every projection, from the first
+   event) is timed: events/s = events in the store / wall time of the command (including its start-up).
+6. The ceiling: bench/echo_app.py (litestar, a POST that decodes a small msgspec body and echoes it) under
+   uvicorn with the options and worker count of `broker-ledger serve`, driven by the same wrk script.
+
+Progress goes to stderr; the figures to stdout. --markdown prints the tables as Markdown (for
+docs/performance.md). The load generator shares the machine with the server and PostgreSQL, so the figures
+are those of this machine at the time of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.lag import LagSampler, tracking_tables
+from bench.load_report import LoadRun, Results, print_results
+from bench.load_support import (
+    CUSTOMER_ADDRESS,
+    ROOT,
+    VENV_BIN,
+    Process,
+    WrkResult,
+    bench_settings,
+    broker_token,
+    create_customers,
+    drop_database,
+    free_port,
+    fresh_database,
+    rss_mb,
+    run_wrk,
+    running,
+    scalar,
+    server_env,
+)
+from projections.catalog import PROJECTIONS
+
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+CUSTOMER_PREFIX = "bench-"
+FIAT_VALUE = "20"
+COUNT_BUYS = "SELECT count(*) FROM ledger.ledger_events WHERE topic = 'domain.transaction:Transaction.Staged'"
+COUNT_READ_ROWS = "SELECT count(*) FROM read.transactions"
+COUNT_EVENTS = "SELECT count(*) FROM ledger.ledger_events"
+CATCH_UP_TIMEOUT = 900  # seconds
+STARTED = time.monotonic()
+
+
+def note(message: str) -> None:
+    print(f"[{time.monotonic() - STARTED:6.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--customers", type=int, default=2000)
+    parser.add_argument("--seconds", type=int, default=15, help="duration of each wrk run")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--connections", default="64,8", help="comma-separated, one wrk run each")
+    parser.add_argument(
+        "--database-url", default=DEFAULT_DATABASE_URL, help="a server to create a database on"
+    )
+    parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    args = parser.parse_args()
+    args.connections = [int(count) for count in args.connections.split(",") if count.strip()]
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is not installed; it drives the load. Install it with: apt-get install wrk")
+    with tempfile.TemporaryDirectory(prefix="bench-load-") as temporary:
+        name, url = fresh_database(args.database_url)
+        note(f"database {name}")
+        try:
+            results = measure(args, url, Path(temporary))
+        except RuntimeError as error:
+            sys.exit(f"benchmark failed: {error}")
+        finally:
+            drop_database(args.database_url, name)
+    print_results(results, args)
+
+
+def measure(args: argparse.Namespace, url: str, directory: Path) -> Results:
+    results = Results()
+    settings = directory / "settings.toml"
+    results.settings_changes = bench_settings(settings)
+    env = server_env(url, directory / "var")
+    measure_ledger(args, url, settings, env, directory, results)
+    measure_rebuild(url, settings, env, results)
+    results.echo = measure_echo(args, directory)
+    return results
+
+
+def measure_ledger(
+    args: argparse.Namespace, url: str, settings: Path, env: dict[str, str], directory: Path, results: Results
+) -> None:
+    port = free_port()
+    command = [str(VENV_BIN / "broker-ledger"), "serve", "--workers", str(args.workers), "--port", str(port)]
+    command += ["--settings", str(settings)]
+    note(f"starting broker-ledger serve with {args.workers} workers")
+    with running(command, env, directory / "server.log", "/health") as server:
+        token = broker_token(server.base_url, directory / "var")
+        note(f"creating {args.customers} customers with accounts")
+        begun = time.perf_counter()
+        codes = [f"{CUSTOMER_PREFIX}{index}" for index in range(args.customers)]
+        create_customers(server.base_url, token, codes)
+        results.setup_seconds = time.perf_counter() - begun
+        results.record_incidents("start and setup", server.incidents())
+        tables = tracking_tables(url, len(PROJECTIONS))
+        for connections in args.connections:
+            results.runs.append(load_run(server, url, token, tables, connections, args))
+            results.record_incidents(f"run at {connections} connections", server.incidents())
+        results.rss_mb = {pid: rss_mb(pid) for pid in server.worker_pids()}
+        note("stopping the server")
+    if results.worker_restarts or any(results.incidents.values()):
+        results.kept_log = Path(tempfile.gettempdir()) / f"{directory.name}-server.log"
+        shutil.copyfile(directory / "server.log", results.kept_log)
+
+
+def load_run(
+    server: Process, url: str, token: str, tables: list[str], connections: int, args: argparse.Namespace
+) -> LoadRun:
+    settle(url, tables)
+    buys_before, rows_before = scalar(url, COUNT_BUYS), scalar(url, COUNT_READ_ROWS)
+    note(f"wrk: POST /brokerbuy, {connections} connections, {args.seconds} s")
+    sampler = LagSampler(url, tables).start()
+    script_args = [CUSTOMER_PREFIX, str(args.customers), f"load-{os.getpid()}-c{connections}", FIAT_VALUE]
+    wrk = run_wrk(
+        f"{server.base_url}/brokerbuy", token, args.seconds, connections, [*script_args, CUSTOMER_ADDRESS]
+    )
+    note("waiting for the projections to process every event of the run")
+    caught_up = sampler.wait_caught_up(timeout=CATCH_UP_TIMEOUT)
+    sampler.stop()
+    return LoadRun(
+        wrk=wrk,
+        stored_buys=scalar(url, COUNT_BUYS) - buys_before,
+        read_rows=scalar(url, COUNT_READ_ROWS) - rows_before,
+        lags_ms=sampler.lags_ms(),
+        caught_up=caught_up,
+    )
+
+
+def settle(url: str, tables: list[str]) -> None:
+    """Waits until the projections have processed the setup (or the previous run), so that each run's lag
+    is measured from a projection that is up to date."""
+    begun = time.monotonic()
+    sampler = LagSampler(url, tables).start()
+    settled = sampler.wait_caught_up(quiet=0.2, timeout=CATCH_UP_TIMEOUT)
+    sampler.stop()
+    if not settled:
+        raise RuntimeError(f"the projections did not catch up within {CATCH_UP_TIMEOUT} s")
+    if time.monotonic() - begun > 2:
+        note(f"the projections caught up in {time.monotonic() - begun:.0f} s")
+
+
+def measure_rebuild(url: str, settings: Path, env: dict[str, str], results: Results) -> None:
+    """Times `broker-ledger projections rebuild` (the server is stopped, so no projection is running)."""
+    results.rebuild_events = scalar(url, COUNT_EVENTS)
+    rows_before = scalar(url, COUNT_READ_ROWS)
+    note(f"broker-ledger projections rebuild over {results.rebuild_events} events")
+    command = [str(VENV_BIN / "broker-ledger"), "projections", "rebuild"]
+    begun = time.perf_counter()
+    environment = {**env, "BROKER_LEDGER_SETTINGS": str(settings)}
+    finished = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True)
+    results.rebuild_seconds = time.perf_counter() - begun
+    if finished.returncode != 0:
+        raise RuntimeError(f"projections rebuild failed: {finished.stdout[-1500:]}{finished.stderr[-1500:]}")
+    results.rebuild_rows_equal = scalar(url, COUNT_READ_ROWS) == rows_before
+
+
+def measure_echo(args: argparse.Namespace, directory: Path) -> list[WrkResult]:
+    port = free_port()
+    command = [sys.executable, "-m", "bench.echo_app", "--port", str(port), "--workers", str(args.workers)]
+    note(f"starting the echo app with {args.workers} workers")
+    with running(command, dict(os.environ), directory / "echo.log", "/brokerbuy") as echo:
+        runs = []
+        for connections in args.connections:
+            note(f"wrk: echo, {connections} connections, {args.seconds} s")
+            script_args = [CUSTOMER_PREFIX, str(args.customers), f"echo-c{connections}", FIAT_VALUE]
+            runs.append(
+                run_wrk(
+                    f"{echo.base_url}/brokerbuy",
+                    "none",
+                    args.seconds,
+                    connections,
+                    [*script_args, CUSTOMER_ADDRESS],
+                )
+            )
+        return runs
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""The figures of bench/load.py: what it measured, and the tables it prints (plain text or Markdown)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.lag import percentile
+from bench.load_support import WrkResult
+
+HEADLINE_PROJECTION = "readmodels"  # the read models the GET endpoints serve
+
+
+@dataclass
+class LoadRun:
+    wrk: WrkResult
+    stored_buys: int  # Transaction.Staged events added to the store during the run
+    read_rows: int  # rows added to read.transactions, once the projections caught up
+    lags_ms: dict[str, list[float]]  # per projection, one lag per observed head
+    caught_up: bool
+
+    @property
+    def stored_per_second(self) -> float:
+        return self.stored_buys / self.wrk.seconds
+
+
+@dataclass
+class Results:
+    settings_changes: list[str] = field(default_factory=list)
+    setup_seconds: float = 0.0
+    runs: list[LoadRun] = field(default_factory=list)
+    rss_mb: dict[int, float] = field(default_factory=dict)
+    rebuild_events: int = 0
+    rebuild_seconds: float = 0.0
+    rebuild_rows_equal: bool = False
+    echo: list[WrkResult] = field(default_factory=list)
+    incidents: dict[str, list[str]] = field(default_factory=dict)  # new server log lines per phase
+    kept_log: Path | None = None  # a copy of the server's log, kept when it tells of trouble
+
+    @property
+    def worker_restarts(self) -> int:
+        return sum("Child process" in line for lines in self.incidents.values() for line in lines)
+
+    def record_incidents(self, phase: str, lines: list[str]) -> None:
+        seen = sum(len(earlier) for earlier in self.incidents.values())
+        self.incidents[phase] = lines[seen:]
+
+    def run_at(self, connections: int) -> LoadRun:
+        return next(run for run in self.runs if run.wrk.connections == connections)
+
+    def echo_at(self, connections: int) -> WrkResult:
+        return next(run for run in self.echo if run.connections == connections)
+
+    @property
+    def rebuild_rate(self) -> float:
+        return self.rebuild_events / self.rebuild_seconds if self.rebuild_seconds else 0.0
+
+
+def table(headers: list[str], rows: list[list[str]], align: str, markdown: bool) -> str:
+    """Rows under headers; `align` has one letter per column, l or r."""
+    if markdown:
+        rule = ["---:" if side == "r" else "---" for side in align]
+        lines = [headers, rule, *rows]
+        return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+    widths = [max(len(str(cells[i])) for cells in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: list[str]) -> str:
+        padded = [
+            c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(cells, widths, align, strict=True)
+        ]
+        return "  ".join(padded).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def ms(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def errors_of(wrk: WrkResult) -> tuple[str, str]:
+    refused = ", ".join(
+        f"{n} x {status}" for status, n in sorted(wrk.statuses.items()) if not 200 <= status < 300
+    )
+    failed = sum(wrk.socket_errors.values())
+    return refused or "0", str(failed)
+
+
+def buys_table(results: Results, markdown: bool) -> str:
+    headers = ["connections", "created buys/s (2xx)", "2xx responses", "buys stored (/s)", "read rows added"]
+    headers += ["p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "non-2xx", "socket errors"]
+    rows = []
+    for run in results.runs:
+        wrk = run.wrk
+        latencies = [ms(wrk.latency_ms[p]) for p in ("p50", "p90", "p99", "p99.9", "max")]
+        rows.append(
+            [
+                str(wrk.connections),
+                f"{wrk.ok_per_second:,.0f}",
+                f"{wrk.ok:,}",
+                f"{run.stored_buys:,} ({run.stored_per_second:,.0f}/s)",
+                f"{run.read_rows:,}",
+                *latencies,
+                *errors_of(wrk),
+            ]
+        )
+    return table(headers, rows, "lrrrrrrrrrrr", markdown)
+
+
+def echo_table(results: Results, markdown: bool) -> str:
+    headers = ["connections", "echo req/s (2xx)", "p50 ms", "p90 ms", "p99 ms", "max ms", "non-2xx"]
+    headers.append("socket errors")
+    rows = [
+        [
+            str(wrk.connections),
+            f"{wrk.ok_per_second:,.0f}",
+            *(ms(wrk.latency_ms[p]) for p in ("p50", "p90", "p99", "max")),
+            *errors_of(wrk),
+        ]
+        for wrk in results.echo
+    ]
+    return table(headers, rows, "lrrrrrrr", markdown)
+
+
+def lag_table(results: Results, markdown: bool) -> str:
+    headers = ["connections", "projection", "heads observed", "lag p50 ms", "lag p99 ms", "lag max ms"]
+    headers.append("caught up")
+    rows = []
+    for run in results.runs:
+        for name, lags in run.lags_ms.items():
+            figures = [ms(percentile(lags, 50)), ms(percentile(lags, 99)), ms(max(lags, default=0.0))]
+            caught_up = "yes" if run.caught_up else "NO (time-out)"
+            rows.append([str(run.wrk.connections), name, str(len(lags)), *figures, caught_up])
+    return table(headers, rows, "llrrrrl", markdown)
+
+
+def summary_rows(results: Results, high: int, low: int) -> list[tuple[str, str, str, bool]]:
+    run_high, run_low, echo_high = results.run_at(high), results.run_at(low), results.echo_at(high)
+    buys, ceiling = run_high.wrk.ok_per_second, echo_high.ok_per_second
+    share = 100 * buys / ceiling if ceiling else 0.0
+    p99_low = run_low.wrk.latency_ms["p99"]
+    lags = run_high.lags_ms.get(HEADLINE_PROJECTION, [])
+    lag_p99 = percentile(lags, 99)
+    rss = max(results.rss_mb.values(), default=0.0)
+    failures = sum(run.wrk.refused + sum(run.wrk.socket_errors.values()) for run in results.runs)
+    restarts = results.worker_restarts
+    return [
+        (f"created buys/s at {high} connections", f"{buys:,.0f}", ">= 2,500", buys >= 2500),
+        (
+            f"created buys/s as a share of the echo ceiling ({high} conn.)",
+            f"{share:.1f} % of {ceiling:,.0f} req/s",
+            ">= 35 %",
+            share >= 35,
+        ),
+        (f"p99 latency of a created buy at {low} connections", f"{p99_low:.1f} ms", "< 50 ms", p99_low < 50),
+        (
+            f"projection lag p99 (ReadModels, {high} conn., {len(lags)} heads)",
+            f"{lag_p99:.1f} ms" if lags else "n/a",
+            "< 100 ms",
+            bool(lags) and run_high.caught_up and lag_p99 < 100,
+        ),
+        (
+            "projection rebuild",
+            f"{results.rebuild_rate:,.0f} events/s",
+            ">= 20,000 events/s",
+            results.rebuild_rate >= 20_000,
+        ),
+        (
+            f"RSS per worker (largest of {len(results.rss_mb)})",
+            f"{rss:.0f} MB" if results.rss_mb else "n/a",
+            "< 200 MB",
+            bool(results.rss_mb) and rss < 200,
+        ),
+        ("refused or failed buy requests (all runs)", f"{failures:,}", "0", failures == 0),
+        ("workers restarted by uvicorn (whole benchmark)", str(restarts), "0", restarts == 0),
+    ]
+
+
+def summary_table(results: Results, high: int, low: int, markdown: bool) -> str:
+    rows = [
+        [figure, measured, target, "MET" if met else "NOT MET"]
+        for figure, measured, target, met in summary_rows(results, high, low)
+    ]
+    return table(["figure", "measured", "target", "verdict"], rows, "lrll", markdown)
+
+
+def print_results(results: Results, args: argparse.Namespace) -> None:
+    high, low = max(args.connections), min(args.connections)
+    print(
+        f"broker-ledger serve: {args.workers} workers, {args.customers} customers, "
+        f"wrk -t1 for {args.seconds} s per run, {os.cpu_count()} CPUs"
+    )
+    print(f"setup: {args.customers} customers with accounts over HTTP in {results.setup_seconds:.1f} s")
+    print(f"bench settings: {'; '.join(results.settings_changes)}")
+    sections = [
+        ("Created buys: POST /brokerbuy, committed at once", buys_table(results, args.markdown)),
+        ("Ceiling: bench/echo_app.py, same uvicorn options and workers", echo_table(results, args.markdown)),
+        ("Projection lag (polled every 5 ms, see bench/lag.py)", lag_table(results, args.markdown)),
+    ]
+    for title, text in sections:
+        print(f"\n{title}\n{text}")
+    print_details(results)
+    print(f"\nSummary\n{summary_table(results, high, low, args.markdown)}")
+
+
+def print_details(results: Results) -> None:
+    projections = len(results.runs[0].lags_ms) if results.runs else 0
+    unchanged = "yes" if results.rebuild_rows_equal else "NO"
+    print(
+        f"\nRebuild: broker-ledger projections rebuild ({projections} projections) over "
+        f"{results.rebuild_events:,} events in {results.rebuild_seconds:.2f} s "
+        f"= {results.rebuild_rate:,.0f} events/s; read.transactions rows unchanged by it: {unchanged}"
+    )
+    workers = ", ".join(f"worker {pid}: {mb:.0f} MB" for pid, mb in results.rss_mb.items())
+    younger = " (a restarted worker did not see the whole load)" if results.worker_restarts else ""
+    print(f"RSS after the load: {workers or 'no worker processes found'}{younger}")
+    print_incidents(results)
+    for run in results.runs:
+        if run.wrk.first_refusal:
+            print(f"first refused response at {run.wrk.connections} connections: {run.wrk.first_refusal}")
+
+
+def print_incidents(results: Results) -> None:
+    if not any(results.incidents.values()):
+        print("server log: no worker restarted, no errors")
+        return
+    for phase, found in results.incidents.items():
+        restarts = sum("Child process" in item for item in found)
+        if found:
+            print(f"server log, {phase}: {restarts} worker restarts; {len(found)} incidents, the first ones:")
+            for item in found[:4]:
+                print("\n".join(f"    {line[:160]}" for line in item.splitlines()[-4:]))
+    print(f"the whole server log is kept in {results.kept_log}")
