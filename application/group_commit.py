@@ -57,11 +57,10 @@ fail_fast = retry((InterfaceError, OperationalError), max_attempts=2, wait=0.2)
 class PendingSave:
     """One save waiting for the committer: its events, then its notification ids or its error."""
 
-    __slots__ = ("done", "error", "events", "notification_ids", "rows")
+    __slots__ = ("done", "error", "events", "notification_ids")
 
-    def __init__(self, events: Sequence[StoredEvent], rows: list[Any]) -> None:
+    def __init__(self, events: Sequence[StoredEvent]) -> None:
         self.events = events
-        self.rows = rows
         self.notification_ids: list[int] = []
         self.error: BaseException | None = None
         self.done = threading.Event()
@@ -94,10 +93,10 @@ class SaveQueue:
                 self._ready.wait()
             taken, events = 0, 0
             for save in self._waiting:
-                if taken and events + len(save.rows) > max_events:
+                if taken and events + len(save.events) > max_events:
                     break
                 taken += 1
-                events += len(save.rows)
+                events += len(save.events)
             batch, self._waiting = self._waiting[:taken], self._waiting[taken:]
             return batch
 
@@ -110,14 +109,11 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
         self.insert_keyed_statement = SQL(
             "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)"
             " SELECT originator_id, originator_version, topic, state"
-            " FROM unnest(%s::{schema}.{stored_event_type}[]) WITH ORDINALITY AS e"
+            " FROM unnest(%s::uuid[], %s::bigint[], %s::text[], %s::bytea[]) WITH ORDINALITY"
+            " AS e (originator_id, originator_version, topic, state, ordinality)"
             " ORDER BY e.ordinality"
             " RETURNING notification_id"
-        ).format(
-            schema=Identifier(self.datastore.schema),
-            table=Identifier(self.events_table_name),
-            stored_event_type=Identifier(self.stored_event_type_name),
-        )
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
         self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name))
         self.select_events_of_statement = SQL(
             "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
@@ -132,11 +128,7 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         if not stored_events:
             return []
-        rows = [
-            self.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
-            for e in stored_events
-        ]
-        save = PendingSave(stored_events, rows)
+        save = PendingSave(stored_events)
         self._ensure_committer()
         self._queue.put(save)
         save.done.wait()
@@ -198,18 +190,18 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
         self.batches_committed += 1
         start = 0
         for save in batch:
-            save.succeed(ids[start : start + len(save.rows)])
-            start += len(save.rows)
+            save.succeed(ids[start : start + len(save.events)])
+            start += len(save.events)
 
     def _write_together(self, conn: Connection[DictRow], batch: list[PendingSave]) -> list[int]:
         """One round trip: BEGIN, lock, NOTIFY, INSERT ... RETURNING and COMMIT, pipelined."""
-        rows = [row for save in batch for row in save.rows]
+        columns = _columns([event for save in batch for event in save.events])
         try:
             with conn.cursor() as control, conn.cursor() as insert, conn.pipeline() as pipeline:
                 control.execute(BEGIN)
                 self._lock_table(control)
                 control.execute(self.notify_statement)
-                insert.execute(self.insert_keyed_statement, (rows,), prepare=True)
+                insert.execute(self.insert_keyed_statement, columns, prepare=True, binary=True)
                 control.execute(COMMIT)
                 pipeline.sync()
                 ids = [row["notification_id"] for row in insert.fetchall()]
@@ -217,8 +209,8 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
             if conn.info.transaction_status != TransactionStatus.IDLE:
                 conn.rollback()
             raise
-        if len(ids) != len(rows):
-            raise OperationalError(f"inserted {len(rows)} events but got {len(ids)} notification ids")
+        if len(ids) != len(columns[0]):
+            raise OperationalError(f"inserted {len(columns[0])} events but got {len(ids)} notification ids")
         return ids
 
     def _write_one_by_one(self, conn: Connection[DictRow], batch: list[PendingSave]) -> None:
@@ -230,7 +222,9 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
             for save in batch:
                 try:
                     with conn.transaction():
-                        curs.execute(self.insert_keyed_statement, (save.rows,), prepare=True)
+                        curs.execute(
+                            self.insert_keyed_statement, _columns(save.events), prepare=True, binary=True
+                        )
                         outcomes.append((save, [row["notification_id"] for row in curs.fetchall()]))
                 except psycopg.errors.UniqueViolation as conflict:
                     outcomes.append((save, IntegrityError(str(conflict))))
@@ -240,6 +234,16 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
                 save.fail(outcome)
             else:
                 save.succeed(outcome)
+
+
+def _columns(events: Sequence[StoredEvent]) -> tuple[list[UUID], list[int], list[str], list[bytes]]:
+    """The events as four arrays, which psycopg sends far faster than an array of composite values."""
+    return (
+        [event.originator_id for event in events],
+        [event.originator_version for event in events],
+        [event.topic for event in events],
+        [event.state for event in events],
+    )
 
 
 def _as_persistence_error(error: BaseException) -> BaseException:

@@ -42,12 +42,15 @@ are those of this machine at the time of the run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from bench.lag import LagSampler, tracking_tables
@@ -95,6 +98,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--database-url", default=DEFAULT_DATABASE_URL, help="a server to create a database on"
     )
+    parser.add_argument(
+        "--projections",
+        choices=("in-process", "separate"),
+        default="in-process",
+        help="run the projections in the API workers (serve's default) or in their own process "
+        "(serve --no-projections beside `broker-ledger projections run`, as compose.yaml does)",
+    )
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     args = parser.parse_args()
     args.connections = [int(count) for count in args.connections.split(",") if count.strip()]
@@ -134,8 +144,12 @@ def measure_ledger(
     port = free_port()
     command = [str(VENV_BIN / "broker-ledger"), "serve", "--workers", str(args.workers), "--port", str(port)]
     command += ["--settings", str(settings)]
-    note(f"starting broker-ledger serve with {args.workers} workers")
-    with running(command, env, directory / "server.log", "/health") as server:
+    note(f"starting broker-ledger serve with {args.workers} workers, projections {args.projections}")
+    with contextlib.ExitStack() as stack:
+        if args.projections == "separate":
+            command.append("--no-projections")
+            stack.enter_context(projection_process(env, settings, directory))
+        server = stack.enter_context(running(command, env, directory / "server.log", "/health"))
         token = broker_token(server.base_url, directory / "var")
         note(f"creating {args.customers} customers with accounts")
         begun = time.perf_counter()
@@ -152,6 +166,29 @@ def measure_ledger(
     if results.worker_restarts or any(results.incidents.values()):
         results.kept_log = Path(tempfile.gettempdir()) / f"{directory.name}-server.log"
         shutil.copyfile(directory / "server.log", results.kept_log)
+
+
+@contextlib.contextmanager
+def projection_process(env: dict[str, str], settings: Path, directory: Path) -> Iterator[None]:
+    """`broker-ledger projections run` in its own process group, stopped at the end."""
+    command = [str(VENV_BIN / "broker-ledger"), "projections", "run"]
+    with (directory / "projections.log").open("wb") as output:
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env={**env, "BROKER_LEDGER_SETTINGS": str(settings)},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def load_run(

@@ -188,8 +188,9 @@ def summary_table(results: Results, high: int, low: int, markdown: bool) -> str:
 def print_results(results: Results, args: argparse.Namespace) -> None:
     high, low = max(args.connections), min(args.connections)
     print(
-        f"broker-ledger serve: {args.workers} workers, {args.customers} customers, "
-        f"wrk -t1 for {args.seconds} s per run, {os.cpu_count()} CPUs"
+        f"broker-ledger serve: {args.workers} workers, projections {args.projections}, "
+        f"{args.customers} customers, wrk -t1 for {args.seconds} s per run, {os.cpu_count()} CPUs, "
+        f"group commit {os.environ.get('BROKER_LEDGER_GROUP_COMMIT', 'on')}"
     )
     print(f"setup: {args.customers} customers with accounts over HTTP in {results.setup_seconds:.1f} s")
     print(f"bench settings: {'; '.join(results.settings_changes)}")

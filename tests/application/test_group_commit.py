@@ -36,14 +36,8 @@ def notebook(pooled_env: dict[str, str]) -> Iterator[Application[UUID]]:
 
 def pending(app: Application[UUID], *aggregates: Aggregate) -> PendingSave:
     """The save `app.save(*aggregates)` would hand to the committer."""
-    recorder = app.recorder
-    assert isinstance(recorder, GroupCommitRecorder)
-    events = [app.mapper.to_stored_event(e) for a in aggregates for e in a.collect_events()]
-    rows = [
-        recorder.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
-        for e in events
-    ]
-    return PendingSave(events, rows)
+    assert isinstance(app.recorder, GroupCommitRecorder)
+    return PendingSave([app.mapper.to_stored_event(e) for a in aggregates for e in a.collect_events()])
 
 
 def copy_of(app: Application[UUID], note: Note) -> Note:
