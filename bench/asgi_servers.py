@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
 import socket
@@ -25,9 +24,8 @@ import time
 from pathlib import Path
 
 import httpx
-import psycopg
 
-from bench.load_support import bench_settings
+from bench.load_support import bench_settings, drop_database, fresh_database
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -69,18 +67,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def fresh_database(server_url: str) -> tuple[str, str]:
-    name = f"bench_{secrets.token_hex(4)}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return name, re.sub(r"/[^/?]*(\?|$)", f"/{name}\\1", server_url, count=1)
-
-
-def drop_database(server_url: str, name: str) -> None:
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def start(name: str, port: int, workers: int, env: dict[str, str]) -> subprocess.Popen:

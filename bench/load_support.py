@@ -42,7 +42,8 @@ INHERITED_NOT = ("BROKER_LEDGER_SETTINGS", "BROKER_LEDGER_TOKEN_KEY", "BROKER_LE
 
 
 def fresh_database(server_url: str) -> tuple[str, str]:
-    """Creates `bench_load_<random>` on the server of `server_url`; returns its name and URL."""
+    """Creates `bench_load_<random>` on the server of `server_url`; returns its name and URL (used by both
+    benchmarks, each dropping it with `drop_database` at the end)."""
     name = f"bench_load_{secrets.token_hex(4)}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
