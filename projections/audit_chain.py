@@ -14,9 +14,11 @@ which hold a newline; the state is whatever follows the fourth newline.
 Why the stored row and not the domain event: the projection is handed decoded domain events, and encoding
 one again (`mapper.to_stored_event`) only reproduces the stored bytes as long as the transcoder, the field
 order and the value objects never change; a chain over re-encoded events would also hash what the code
-thinks an event is, not what the database holds. So `AuditChain` reads the row by its notification id in
-the same transaction that records the link, and hashes those bytes: any later change to any column of a
-chained row (or its deletion) no longer matches the chain, whatever the code does.
+thinks an event is, not what the database holds. So `AuditChain` hashes the row's columns exactly as the
+event store returned them: those of the page of the event log being replayed (`ReadModel.notification`,
+read with it), or else the row read by its notification id in the transaction that records the link. Any
+later change to any column of a chained row (or its deletion) no longer matches the chain, whatever the code
+does.
 
 `read.audit_checkpoints` keeps the chain hash at every `CHECKPOINT_EVERY`-th link (periodic rows, kept
 forever) and at the latest link (one row, replaced as the chain grows); `at` is the timestamp of the event
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -42,6 +45,11 @@ CHECKPOINT_EVERY = 1000
 EVENTS_TABLE = Identifier(EVENTS_SCHEMA, f"{LedgerLog.name.lower()}_events")
 CHAIN_TABLE = "audit_chain"
 CHECKPOINTS_TABLE = "audit_checkpoints"
+SELECT_STORED = SQL(
+    "SELECT notification_id, originator_id, originator_version, topic, state FROM {}"
+    " WHERE notification_id = %s"
+)
+SELECT_HEAD = SQL("SELECT seq, chain_hash FROM {} ORDER BY seq DESC LIMIT 1")
 
 
 def canonical_bytes(
@@ -98,22 +106,14 @@ class AuditChain(ReadModel):
     def append(self, at: datetime, tracking: Tracking) -> None:
         """Links the stored event at `tracking`'s position to the chain, in one transaction with it."""
         with self.recording(tracking) as curs:
-            stored = curs.execute(
-                SQL(
-                    "SELECT notification_id, originator_id, originator_version, topic, state FROM {} "
-                    "WHERE notification_id = %s"
-                ).format(EVENTS_TABLE),
-                (tracking.notification_id,),
-            ).fetchone()
-            if stored is None:
-                raise LookupError(f"notification {tracking.notification_id} is not in the event log")
-            last = SQL("SELECT seq, chain_hash FROM {} ORDER BY seq DESC LIMIT 1")
-            head = curs.execute(last.format(self.table(CHAIN_TABLE))).fetchone()
-            seq, previous = (head["seq"] + 1, head["chain_hash"]) if head else (1, GENESIS)
+            stored = self._stored(curs, tracking.notification_id)
+            seq, previous = self._head(curs)
+            seq += 1
             canonical = stored_canonical(stored)
             chain_hash = link(previous, canonical)
+            insert = self.statement(("link",), self._insert_link)
             curs.execute(
-                SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self.table(CHAIN_TABLE)),
+                insert,
                 (
                     stored["notification_id"],
                     seq,
@@ -125,14 +125,58 @@ class AuditChain(ReadModel):
                 ),
             )
             self._checkpoint(curs, stored["notification_id"], seq, chain_hash, at)
+            kept = self.kept()
+            if kept is not None:
+                kept["head"] = (seq, chain_hash)
+
+    def _stored(self, curs: Any, notification_id: int) -> dict[str, Any]:
+        """The row of the events table at `notification_id`: as the batch's page holds it, or read."""
+        notification = self.notification(notification_id)
+        if notification is not None:
+            return {
+                "notification_id": notification.id,
+                "originator_id": notification.originator_id,
+                "originator_version": notification.originator_version,
+                "topic": notification.topic,
+                "state": notification.state,
+            }
+        select = self.statement(("stored",), lambda: SELECT_STORED.format(EVENTS_TABLE))
+        stored = curs.execute(select, (notification_id,)).fetchone()
+        if stored is None:
+            raise LookupError(f"notification {notification_id} is not in the event log")
+        return stored
+
+    def _head(self, curs: Any) -> tuple[int, str]:
+        """The last link's seq and chain hash ((0, GENESIS) before the first): read once per batch."""
+        kept = self.kept()
+        if kept is not None and "head" in kept:
+            return kept["head"]
+        last = self.statement(("head",), lambda: SELECT_HEAD.format(self.table(CHAIN_TABLE)))
+        head = curs.execute(last).fetchone()
+        return (head["seq"], head["chain_hash"]) if head else (0, GENESIS)
+
+    def _insert_link(self) -> Composed:
+        return SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self.table(CHAIN_TABLE))
 
     def _checkpoint(self, curs: Any, notification_id: int, seq: int, chain_hash: str, at: datetime) -> None:
+        """A periodic checkpoint is written at once; the latest one only once per batch, at its end."""
+        checkpoint = partial(self._write_checkpoint, (notification_id, seq, chain_hash, at))
+        periodic = seq % CHECKPOINT_EVERY == 0
+        if periodic:
+            checkpoint(curs)
+        self.at_batch_end(curs, "latest checkpoint", None if periodic else checkpoint)
+
+    def _write_checkpoint(self, values: tuple[int, int, str, datetime], curs: Any) -> None:
+        """Replaces the latest checkpoint (if not periodic) by the one of `values`."""
         checkpoints = self.table(CHECKPOINTS_TABLE)
-        curs.execute(SQL("DELETE FROM {} WHERE NOT periodic").format(checkpoints))
-        curs.execute(
-            SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s)").format(checkpoints),
-            (notification_id, seq, chain_hash, at, seq % CHECKPOINT_EVERY == 0),
+        delete = self.statement(
+            ("latest",), lambda: SQL("DELETE FROM {} WHERE NOT periodic").format(checkpoints)
         )
+        insert = self.statement(
+            ("checkpoint",), lambda: SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s)").format(checkpoints)
+        )
+        curs.execute(delete)
+        curs.execute(insert, (*values, values[1] % CHECKPOINT_EVERY == 0))
 
 
 class AuditChainProjection(Projection[AuditChain]):

@@ -106,12 +106,8 @@ class CallbackOutbox(ReadModel):
     def apply(self, event: Any, tracking: Tracking) -> None:
         """Moves the transaction's state on by `event`; a status change with a URL becomes a delivery."""
         with self.recording(tracking) as curs:
-            row = curs.execute(
-                SQL("SELECT version, topic, state, sequence FROM {} WHERE transaction_id = %s").format(
-                    self.table(STATES)
-                ),
-                (event.originator_id,),
-            ).fetchone()
+            kept = self._kept_states(curs, event.originator_id)
+            row = kept.get(event.originator_id)
             before = restore(StoredState(event.originator_id, **_state_of(row))) if row else None
             status_before = before.status if before is not None else None
             after = event.mutate(before)  # the same object, moved on
@@ -121,23 +117,45 @@ class CallbackOutbox(ReadModel):
             if url and after.status != status_before:
                 sequence += 1
                 self._enqueue(curs, tracking, after, stored, sequence, after.updated)
-            curs.execute(
-                SQL(
-                    "INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (transaction_id) "
-                    "DO UPDATE SET version = excluded.version, topic = excluded.topic, "
-                    "state = excluded.state, status = excluded.status, sequence = excluded.sequence"
-                ).format(self.table(STATES)),
-                (
-                    after.id,
-                    after.order.partner,
-                    after.order.code,
-                    stored.version,
-                    stored.topic,
-                    stored.state,
-                    str(after.status),
-                    sequence,
-                ),
+            values = (
+                after.id,
+                after.order.partner,
+                after.order.code,
+                stored.version,
+                stored.topic,
+                stored.state,
+                str(after.status),
+                sequence,
             )
+            curs.execute(self.statement(("keep state",), self._upsert_state), values)
+            kept[event.originator_id] = {
+                "version": stored.version,
+                "topic": stored.topic,
+                "state": stored.state,
+                "sequence": sequence,
+            }
+
+    def _kept_states(self, curs: Any, transaction_id: uuid.UUID) -> dict[uuid.UUID, dict[str, Any]]:
+        """The kept states by transaction id, with `transaction_id`'s if there is one (see `page_rows`:
+        `apply` keeps them as it changes them)."""
+        return self.page_rows(curs, "states", self._select_states, transaction_id)
+
+    def _select_states(self, curs: Any, ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+        select = self.statement(
+            ("states",),
+            lambda: SQL(
+                "SELECT transaction_id, version, topic, state, sequence FROM {}"
+                " WHERE transaction_id = ANY(%s)"
+            ).format(self.table(STATES)),
+        )
+        return {row["transaction_id"]: row for row in curs.execute(select, (ids,)).fetchall()}
+
+    def _upsert_state(self) -> Composed:
+        return SQL(
+            "INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (transaction_id) "
+            "DO UPDATE SET version = excluded.version, topic = excluded.topic, "
+            "state = excluded.state, status = excluded.status, sequence = excluded.sequence"
+        ).format(self.table(STATES))
 
     def _enqueue(
         self,
@@ -149,11 +167,7 @@ class CallbackOutbox(ReadModel):
         at: datetime,
     ) -> None:
         curs.execute(
-            SQL(
-                "INSERT INTO {} (event_id, partner, transaction_id, transaction_code, sequence, "
-                "transaction_status, url, topic, version, state, created, notification_id) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
-            ).format(self.table(OUTBOX)),
+            self.statement(("enqueue",), self._insert_delivery),
             (
                 event_id(after.id, after.version),
                 after.order.partner,
@@ -169,6 +183,13 @@ class CallbackOutbox(ReadModel):
                 tracking.notification_id,
             ),
         )
+
+    def _insert_delivery(self) -> Composed:
+        return SQL(
+            "INSERT INTO {} (event_id, partner, transaction_id, transaction_code, sequence, "
+            "transaction_status, url, topic, version, state, created, notification_id) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+        ).format(self.table(OUTBOX))
 
 
 def _state_of(row: dict[str, Any]) -> dict[str, Any]:

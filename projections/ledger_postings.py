@@ -38,8 +38,8 @@ position. The rules themselves are in `projections.posting_rules`.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -115,6 +115,34 @@ class Posting:
     adjustment_code: str | None = None
 
 
+@dataclass
+class PendingPostings:
+    """The postings of the events of a batch, and what they add to each balance (account x currency):
+    debits, credits, and the time and position of the last event posting to it."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    balances: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
+
+    def add(self, position: int, posting: Posting, entries: list[Entry]) -> None:
+        source = (position, posting.event, posting.partner, posting.transaction_code, posting.adjustment_code)
+        for number, e in enumerate(entries, start=1):
+            self.rows.append((*source, number, e.account, e.currency, e.debit, e.credit, posting.at))
+            totals = self.balances.setdefault((e.account, e.currency), [Decimal(0), Decimal(0), None, None])
+            totals[0] += e.debit
+            totals[1] += e.credit
+            totals[2:] = [posting.at, position]
+
+    def posting_columns(self) -> list[list[Any]]:
+        return [list(column) for column in zip(*self.rows, strict=True)]
+
+    def balance_columns(self) -> list[list[Any]]:
+        rows = [
+            (account, currency, dr, cr, dr - cr, at, position)
+            for (account, currency), (dr, cr, at, position) in sorted(self.balances.items())
+        ]
+        return [list(column) for column in zip(*rows, strict=True)]
+
+
 class Postings(ReadModel):
     tables = ("postings", "balances", "posting_deals", "reserve_places")
 
@@ -124,11 +152,23 @@ class Postings(ReadModel):
 
     def deal_state(self, deal_id: UUID) -> DealState | None:
         with self.reading() as curs:
-            select = SQL("SELECT deal, memo, received FROM {} WHERE id = %s")
-            row = curs.execute(select.format(self.table("posting_deals")), (deal_id,)).fetchone()
-        if row is None:
-            return None
-        return DealState(Deal.from_json(row["deal"]), Decimal(row["memo"]), row["received"])
+            return self._deals(curs, deal_id).get(deal_id)
+
+    def _deals(self, curs: Cursor[DictRow], deal_id: UUID) -> dict[UUID, DealState]:
+        """The open deals by id, with `deal_id`'s if it is open (see `page_rows`: `_keep` keeps them)."""
+        return self.page_rows(curs, "deals", self._select_deals, deal_id)
+
+    def _select_deals(self, curs: Cursor[DictRow], ids: list[UUID]) -> dict[UUID, DealState]:
+        select = self.statement(
+            ("deals",),
+            lambda: SQL("SELECT id, deal, memo, received FROM {} WHERE id = ANY(%s)").format(
+                self.table("posting_deals")
+            ),
+        )
+        return {
+            row["id"]: DealState(Deal.from_json(row["deal"]), Decimal(row["memo"]), row["received"])
+            for row in curs.execute(select, (ids,)).fetchall()
+        }
 
     def record(
         self,
@@ -146,57 +186,69 @@ class Postings(ReadModel):
             if deal_id is not None:
                 self._keep(curs, deal_id, state)
             if places:
-                curs.executemany(
-                    SQL("INSERT INTO {} VALUES (%s, %s, %s) ON CONFLICT (name) DO NOTHING").format(
-                        self.table("reserve_places")
-                    ),
-                    places,
-                )
+                curs.executemany(self.statement(("place",), self._insert_place), places)
+
+    def _insert_place(self) -> Composed:
+        return SQL("INSERT INTO {} VALUES (%s, %s, %s) ON CONFLICT (name) DO NOTHING").format(
+            self.table("reserve_places")
+        )
 
     def _post(self, curs: Cursor[DictRow], position: int, posting: Posting) -> None:
-        entries = rules.balanced(posting.entries)  # never writes an unbalanced set
-        source = (position, posting.event, posting.partner, posting.transaction_code, posting.adjustment_code)
-        curs.executemany(
-            SQL(
-                "INSERT INTO {} (notification_id, event, partner, transaction_code, adjustment_code,"
-                " entry, account, currency_code, debit, credit, at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            ).format(self.table("postings")),
-            [
-                (*source, number, e.account, e.currency, e.debit, e.credit, posting.at)
-                for number, e in enumerate(entries, start=1)
-            ],
-        )
-        totals: dict[tuple[str, str], list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-        for e in entries:
-            totals[e.account, e.currency][0] += e.debit
-            totals[e.account, e.currency][1] += e.credit
-        curs.executemany(
-            SQL(
-                "INSERT INTO {b} AS b VALUES (%s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (account, currency_code) DO UPDATE"
-                " SET debit = b.debit + excluded.debit, credit = b.credit + excluded.credit,"
-                " balance = b.balance + excluded.balance, updated = excluded.updated,"
-                " notification_id = excluded.notification_id"
-            ).format(b=self.table("balances")),
-            [
-                (account, currency, dr, cr, dr - cr, posting.at, position)
-                for (account, currency), (dr, cr) in sorted(totals.items())
-            ],
-        )
+        """Adds the posting's entries and their totals to the batch's, written at its end (at once outside
+        a batch)."""
+        kept = self.kept()
+        pending = kept.setdefault("postings", PendingPostings()) if kept is not None else PendingPostings()
+        pending.add(position, posting, rules.balanced(posting.entries))  # never writes an unbalanced set
+        self.at_batch_end(curs, "postings", self._write_postings(pending))
+
+    def _write_postings(self, pending: PendingPostings) -> Callable[[Cursor[DictRow]], None]:
+        def write(curs: Cursor[DictRow]) -> None:
+            if not pending.rows:
+                return
+            curs.execute(self.statement(("postings",), self._insert_postings), pending.posting_columns())
+            curs.execute(self.statement(("balances",), self._add_to_balances), pending.balance_columns())
+
+        return write
+
+    def _insert_postings(self) -> Composed:
+        return SQL(
+            "INSERT INTO {} (notification_id, event, partner, transaction_code, adjustment_code,"
+            " entry, account, currency_code, debit, credit, at)"
+            " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[],"
+            " %s::integer[], %s::text[], %s::text[], %s::numeric[], %s::numeric[], %s::timestamptz[])"
+        ).format(self.table("postings"))
+
+    def _add_to_balances(self) -> Composed:
+        return SQL(
+            "INSERT INTO {b} AS b SELECT * FROM unnest(%s::text[], %s::text[], %s::numeric[], %s::numeric[],"
+            " %s::numeric[], %s::timestamptz[], %s::bigint[])"
+            " ON CONFLICT (account, currency_code) DO UPDATE"
+            " SET debit = b.debit + excluded.debit, credit = b.credit + excluded.credit,"
+            " balance = b.balance + excluded.balance, updated = excluded.updated,"
+            " notification_id = excluded.notification_id"
+        ).format(b=self.table("balances"))
 
     def _keep(self, curs: Cursor[DictRow], deal_id: UUID, state: DealState | None) -> None:
-        table = self.table("posting_deals")
+        deals = self._deals(curs, deal_id)
         if state is None:
-            curs.execute(SQL("DELETE FROM {} WHERE id = %s").format(table), (deal_id,))
+            deals.pop(deal_id, None)
+            forget = self.statement(
+                ("forget deal",),
+                lambda: SQL("DELETE FROM {} WHERE id = %s").format(self.table("posting_deals")),
+            )
+            curs.execute(forget, (deal_id,))
             return
+        deals[deal_id] = state
         curs.execute(
-            SQL(
-                "INSERT INTO {} VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE"
-                " SET deal = excluded.deal, memo = excluded.memo, received = excluded.received"
-            ).format(table),
+            self.statement(("keep deal",), self._upsert_deal),
             (deal_id, Jsonb(state.deal.to_json()), state.memo, state.received),
         )
+
+    def _upsert_deal(self) -> Composed:
+        return SQL(
+            "INSERT INTO {} VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE"
+            " SET deal = excluded.deal, memo = excluded.memo, received = excluded.received"
+        ).format(self.table("posting_deals"))
 
 
 class PostingsProjection(Projection[Postings]):

@@ -7,30 +7,44 @@ single-row tracking table (its position only moves forward) and rolls back.
 
 Inside `batch()`, the events processed share one transaction, sent in pipeline mode, and only the position
 of the last is recorded, at its end: a page of the event log costs one commit instead of one per event, and
-still applies completely or not at all.
+still applies completely or not at all. A read inside the pipeline waits for the database (a round trip), so
+a batch also knows the page's stored events (`notification`) and keeps, for the batch only, rows that a
+projection reads and writes again and again (`page_rows`): read once for the whole page, then kept up to
+date by the projection's own writes, and forgotten with the batch (committed or rolled back).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import Notification, Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
 READ_SCHEMA = "read"
+Rows = dict[UUID, Any]
+SelectRows = Callable[[Cursor[DictRow], list[UUID]], Rows]
 
 
 @dataclass
 class _Batch:
     cursor: Cursor[DictRow]
+    notifications: dict[int, Notification] = field(default_factory=dict)
     tracking: Tracking | None = None
+    rows: dict[str, Rows] = field(default_factory=dict)  # by name: see `ReadModel.page_rows`
+    selected: dict[str, set[UUID]] = field(default_factory=dict)  # the ids each of `rows` was selected for
+    kept: dict[str, Any] = field(default_factory=dict)  # see `ReadModel.kept`
+    finishing: dict[str, Callable[[Cursor[DictRow]], None] | None] = field(default_factory=dict)
+
+    def originator_ids(self) -> list[UUID]:
+        return list(dict.fromkeys(n.originator_id for n in self.notifications.values()))
 
 
 class ReadModel(PostgresTrackingRecorder):
@@ -42,6 +56,7 @@ class ReadModel(PostgresTrackingRecorder):
         super().__init__(datastore, tracking_table_name=tracking_table_name, **kwargs)
         self.sql_create_statements.extend(self.create_statements())
         self._batches = threading.local()
+        self._statements: dict[tuple[Any, ...], SQL] = {}
 
     def create_statements(self) -> list[Composed]:
         """CREATE TABLE IF NOT EXISTS ... for each table; use `self.table(name)` for qualified names."""
@@ -50,28 +65,80 @@ class ReadModel(PostgresTrackingRecorder):
     def table(self, name: str) -> Identifier:
         return Identifier(self.datastore.schema, name)
 
+    def statement(self, key: tuple[Any, ...], compose: Callable[[], Composed]) -> SQL:
+        """The statement `compose()` makes, composed once per `key` (a statement's shape) and view."""
+        statement = self._statements.get(key)
+        if statement is None:
+            statement = self._statements[key] = SQL(compose().as_string())
+        return statement
+
     @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Events processed inside (in this thread) commit together, with the last one's position."""
+    def batch(self, notifications: Sequence[Notification] = ()) -> Iterator[None]:
+        """Events processed inside (in this thread) commit together, with the last one's position;
+        `notifications` are the stored events of the page processed (see `notification`, `page_rows`)."""
         with (
             self.datastore.get_connection() as conn,
             conn.pipeline(),
             conn.transaction(),
             conn.cursor() as curs,
         ):
-            batch = _Batch(curs)
+            batch = _Batch(curs, {n.id: n for n in notifications})
             self._batches.current = batch
             try:
                 yield
+                for finish in batch.finishing.values():
+                    if finish is not None:
+                        finish(curs)
                 if batch.tracking is not None:
                     self._insert_tracking(curs, batch.tracking)
             finally:
                 self._batches.current = None
 
+    def _batch(self) -> _Batch | None:
+        return getattr(self._batches, "current", None)
+
+    def notification(self, notification_id: int) -> Notification | None:
+        """The stored event at `notification_id` if it is of the page of the batch being processed."""
+        batch = self._batch()
+        return batch.notifications.get(notification_id) if batch is not None else None
+
+    def at_batch_end(
+        self, curs: Cursor[DictRow], name: str, write: Callable[[Cursor[DictRow]], None] | None
+    ) -> None:
+        """Has `write` run at the end of the batch, before its position is recorded, unless a later call
+        with the same `name` replaces it (None: nothing to write); outside a batch, it runs at once."""
+        batch = self._batch()
+        if batch is not None:
+            batch.finishing[name] = write
+        elif write is not None:
+            write(curs)
+
+    def kept(self) -> dict[str, Any] | None:
+        """What a projection keeps for the batch being processed (forgotten with it), or None outside one."""
+        batch = self._batch()
+        return batch.kept if batch is not None else None
+
+    def page_rows(self, curs: Cursor[DictRow], name: str, select: SelectRows, originator_id: UUID) -> Rows:
+        """Rows (of what `select` makes of them) by aggregate id, as this transaction sees them, for
+        `originator_id`. Outside a batch, `select` reads them on `curs` for `originator_id` alone. In a
+        batch, it reads them once for every aggregate of the page, and they are kept for the batch under
+        `name`: the caller must keep them as it changes them (what it writes is what it reads next)."""
+        batch = self._batch()
+        if batch is None:
+            return select(curs, [originator_id])
+        rows = batch.rows.setdefault(name, {})
+        selected = batch.selected.setdefault(name, set())
+        if originator_id not in selected:
+            page = [i for i in batch.originator_ids() if i not in selected]
+            ids = page if originator_id in page else [originator_id]
+            rows.update({i: row for i, row in select(batch.cursor, ids).items() if i not in rows})
+            selected.update(ids)
+        return rows
+
     @contextmanager
     def recording(self, tracking: Tracking) -> Iterator[Cursor[DictRow]]:
         """A cursor whose changes commit together with `tracking`, or not at all."""
-        batch: _Batch | None = getattr(self._batches, "current", None)
+        batch = self._batch()
         if batch is not None:
             yield batch.cursor
             batch.tracking = tracking
@@ -84,7 +151,7 @@ class ReadModel(PostgresTrackingRecorder):
     def reading(self) -> Iterator[Cursor[DictRow]]:
         """A cursor for a projection's own reads: the batch's (which sees what the batch wrote so far), or
         outside a batch one of its own."""
-        batch: _Batch | None = getattr(self._batches, "current", None)
+        batch = self._batch()
         if batch is not None:
             yield batch.cursor
             return
@@ -93,7 +160,7 @@ class ReadModel(PostgresTrackingRecorder):
 
     def skip(self, tracking: Tracking) -> None:
         """Records the position of an event this projection has nothing to do with."""
-        batch: _Batch | None = getattr(self._batches, "current", None)
+        batch = self._batch()
         if batch is not None:
             batch.tracking = tracking
             return
@@ -104,8 +171,13 @@ class ReadModel(PostgresTrackingRecorder):
         with self.datastore.transaction(commit=True) as curs:
             for name in self.tables:
                 curs.execute(SQL("TRUNCATE {}").format(self.table(name)))
+            # eventsourcing's own row (the tracking table's migration) stays: without it, the next
+            # `create_table` would migrate the table again, renaming it over the backup of the first time
             curs.execute(
-                SQL("DELETE FROM {}").format(Identifier(self.datastore.schema, self.tracking_table_name))
+                SQL("DELETE FROM {} WHERE application_name <> %s").format(
+                    Identifier(self.datastore.schema, self.tracking_table_name)
+                ),
+                (self.table_migration_identifier,),
             )
 
     def position(self, application_name: str = "Ledger") -> int:

@@ -14,6 +14,7 @@ from decimal import Decimal
 from functools import singledispatchmethod
 from time import monotonic, sleep
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import Tracking
@@ -45,14 +46,15 @@ class ReadModels(ReadModel):
         curs.execute("SELECT pg_advisory_xact_lock(%s)", (CREATE_LOCK,))
         super()._create_table(curs)
 
-    def insert(self, curs: Cursor[DictRow], table: str, row: dict[str, Any]) -> bool:
-        """Inserts `row` unless its key is there already; tells whether it did."""
-        statement = SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING RETURNING 1").format(
-            self.table(table),
-            SQL(", ").join(map(Identifier, row)),
-            SQL(", ").join(map(Placeholder, row)),
+    def insert(self, curs: Cursor[DictRow], table: str, row: dict[str, Any]) -> None:
+        """Inserts `row` unless its key is there already."""
+        statement = self.statement(
+            ("insert", table, *row),
+            lambda: SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING").format(
+                self.table(table), SQL(", ").join(map(Identifier, row)), SQL(", ").join(map(Placeholder, row))
+            ),
         )
-        return curs.execute(statement, row).fetchone() is not None
+        curs.execute(statement, row)
 
     def update(
         self, curs: Cursor[DictRow], table: str, event: DomainEvent, tracking: Tracking, **values: Any
@@ -60,33 +62,67 @@ class ReadModels(ReadModel):
         """Sets `values` on the aggregate's row, if the row is of an older version than the event's.
         A value may be SQL (`account_count + 1`): it is then an expression of the row's old values."""
         values = {**values, "version": event.originator_version, "notification_id": tracking.notification_id}
-        assignments = SQL(", ").join(
-            SQL("{} = {}").format(Identifier(name), value if isinstance(value, SQL) else Placeholder(name))
-            for name, value in values.items()
+        shape = tuple(
+            (name, value.as_string() if isinstance(value, SQL) else None) for name, value in values.items()
         )
+
+        def compose() -> Composed:
+            assignments = SQL(", ").join(
+                SQL("{} = {}").format(Identifier(name), SQL(value) if value else Placeholder(name))
+                for name, value in shape
+            )
+            return SQL("UPDATE {} SET {} WHERE id = %(id)s AND version < %(version)s").format(
+                self.table(table), assignments
+            )
+
         params = {name: value for name, value in values.items() if not isinstance(value, SQL)}
-        statement = SQL("UPDATE {} SET {} WHERE id = %(id)s AND version < %(version)s").format(
-            self.table(table), assignments
+        curs.execute(
+            self.statement(("update", table, *shape), compose), {**params, "id": event.originator_id}
         )
-        curs.execute(statement, {**params, "id": event.originator_id})
+
+    def transactions(self, curs: Cursor[DictRow], transaction_id: UUID) -> dict[UUID, dict[str, Any]]:
+        """The rows of transactions by id, with `transaction_id`'s if there is one (see `page_rows`: the
+        caller keeps them as it changes them)."""
+        return self.page_rows(curs, "transactions", self._select_transactions, transaction_id)
+
+    def _select_transactions(self, curs: Cursor[DictRow], ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
+        select = self.statement(
+            ("transactions",),
+            lambda: SQL("SELECT * FROM {} WHERE id = ANY(%s) FOR UPDATE").format(self.table("transactions")),
+        )
+        return {row["id"]: row for row in curs.execute(select, (ids,)).fetchall()}
+
+    def create_transaction(
+        self, curs: Cursor[DictRow], row: dict[str, Any], event: DomainEvent, tracking: Tracking
+    ) -> None:
+        """Inserts a transaction's first row, its first status and its volumes, unless it is there."""
+        rows = self.transactions(curs, row["id"])
+        if row["id"] in rows:
+            return  # applied already (the id is derived from partner and code, the primary key)
+        self.insert(curs, "transactions", row)
+        rows[row["id"]] = row
+        self.record_status(curs, row, None, row["status"], event, tracking)
+        self.add_volume(curs, row, +1)
 
     def change_transaction(
         self, curs: Cursor[DictRow], event: DomainEvent, tracking: Tracking, **values: Any
     ) -> None:
         """Updates a transaction's row; a change of status is added to its history and a cancellation
         takes the transaction out of the volumes."""
-        old = curs.execute(
-            SQL("SELECT * FROM {} WHERE id = %s AND version < %s FOR UPDATE").format(
-                self.table("transactions")
-            ),
-            (event.originator_id, event.originator_version),
-        ).fetchone()
-        if old is None:
+        rows = self.transactions(curs, event.originator_id)
+        old = rows.get(event.originator_id)
+        if old is None or old["version"] >= event.originator_version:
             return  # applied already
         status = values.get("status", old["status"])
         if status != old["status"]:
             values["previous_status"] = old["status"]
         self.update(curs, "transactions", event, tracking, **values)
+        rows[event.originator_id] = {
+            **old,
+            **values,
+            "version": event.originator_version,
+            "notification_id": tracking.notification_id,
+        }
         if status != old["status"]:
             self.record_status(curs, old, old["status"], status, event, tracking)
             if status == Status.CANCELLED:
@@ -122,24 +158,25 @@ class ReadModels(ReadModel):
         key["day"] = transaction["created"].astimezone(UTC).date()
         sums = {name: sign * amount for name, amount in volume_amounts(transaction).items()}
         row = {**key, "count": sign, **sums}
+        curs.execute(self.statement(("add volume", *row), lambda: self._add_volume(row, key)), row)
+        curs.execute(self.statement(("empty volume", *key), lambda: self._empty_volume(key)), key)
+
+    def _add_volume(self, row: dict[str, Any], key: dict[str, Any]) -> Composed:
         added = SQL(", ").join(
             SQL("{0} = {1}.{0} + EXCLUDED.{0}").format(Identifier(name), self.table("daily_volumes"))
             for name in ("count", *VOLUME_SUMS)
         )
-        curs.execute(
-            SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}").format(
-                self.table("daily_volumes"),
-                SQL(", ").join(map(Identifier, row)),
-                SQL(", ").join(map(Placeholder, row)),
-                SQL(", ").join(map(Identifier, key)),
-                added,
-            ),
-            row,
+        return SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}").format(
+            self.table("daily_volumes"),
+            SQL(", ").join(map(Identifier, row)),
+            SQL(", ").join(map(Placeholder, row)),
+            SQL(", ").join(map(Identifier, key)),
+            added,
         )
+
+    def _empty_volume(self, key: dict[str, Any]) -> Composed:
         where = SQL(" AND ").join(SQL("{} = {}").format(Identifier(name), Placeholder(name)) for name in key)
-        curs.execute(
-            SQL("DELETE FROM {} WHERE {} AND count = 0").format(self.table("daily_volumes"), where), key
-        )
+        return SQL("DELETE FROM {} WHERE {} AND count = 0").format(self.table("daily_volumes"), where)
 
     def caught_up(self, notification_id: int, timeout: float) -> bool:
         """Waits (at most `timeout` seconds) until this view has processed `notification_id`."""
@@ -276,9 +313,7 @@ class ReadModelsProjection(Projection[ReadModels]):
     def _transaction_created(self, event: Any, tracking: Tracking) -> None:
         row = transaction_row(event, tracking)
         with self.view.recording(tracking) as curs:
-            if self.view.insert(curs, "transactions", row):
-                self.view.record_status(curs, row, None, row["status"], event, tracking)
-                self.view.add_volume(curs, row, +1)
+            self.view.create_transaction(curs, row, event, tracking)
 
     @process_event.register
     def _committed(self, event: Transaction.Committed, tracking: Tracking) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +26,8 @@ log = logging.getLogger("broker_ledger.projections")
 APPLICATION = LedgerLog.name
 PROJECTION_POOL_SIZE = "1"
 NOTIFY_WAIT_SECONDS = 0.5
+PAGE = 500  # events per transaction, at most
+PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections
 STARTUP_LOCK = int.from_bytes(
     hashlib.sha256(b"broker-ledger projections starting").digest()[:8], "big", signed=True
 )
@@ -72,7 +75,7 @@ def replay(
     view: ReadModel,
     *,
     stop_at: int | None = None,
-    batch: int = 500,
+    batch: int = PAGE,
     progress: Callable[[int], None] | None = None,
     interrupted: Callable[[], bool] = lambda: False,
 ) -> int:
@@ -83,7 +86,7 @@ def replay(
         notifications = log_app.recorder.select_notifications(start=position + 1, limit=batch, stop=stop_at)
         if not notifications:
             break
-        with view.batch():  # the page commits at once, with its last position
+        with view.batch(notifications):  # the page commits at once, with its last position
             for notification in notifications:
                 event = log_app.mapper.to_domain_event(notification)
                 projection.process_event(event, Tracking(APPLICATION, notification.id))
@@ -125,6 +128,7 @@ class ProjectionWorker:
         self.url = url
         self.spec = spec
         self.retry_seconds = retry_seconds
+        self.page = int(os.environ.get(PAGE_ENV) or PAGE)
         self.running = threading.Event()  # set while this process runs the projection
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"projection-{spec.name}", daemon=True)
@@ -169,6 +173,6 @@ class ProjectionWorker:
         with psycopg.connect(self.url, autocommit=True) as listener:
             listener.execute(sql.SQL("LISTEN {}").format(channel))
             while not self._stopped.is_set():
-                replay(log_app, self.spec, view, interrupted=self._stopped.is_set)
+                replay(log_app, self.spec, view, batch=self.page, interrupted=self._stopped.is_set)
                 for _ in listener.notifies(timeout=NOTIFY_WAIT_SECONDS, stop_after=1):
                     pass

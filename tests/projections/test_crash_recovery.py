@@ -23,7 +23,7 @@ from projections.audit import compare_with_rebuild
 from projections.audit_chain_check import check_chain
 from projections.audit_sql import small_pool
 from projections.catalog import PROJECTIONS
-from projections.runner import ProjectionSpec
+from projections.runner import PAGE_ENV, ProjectionSpec
 from tests.projections.audit_support import Flows, new_ledger, own_database, query
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "broker-ledger"
@@ -67,7 +67,10 @@ class Worker:
     """`broker-ledger projections run` in a process of its own, its output appended to a log file."""
 
     def __init__(self, url: str, tmp_path: Path) -> None:
-        self.env = {**os.environ, DATABASE_URL_ENV: url, "BROKER_LEDGER_VAR": str(tmp_path / "var")}
+        # small pages: a backlog takes several transactions to catch up with, however fast they are, so
+        # that kills come in the middle of catching up
+        page = {PAGE_ENV: "10"}
+        self.env = {**os.environ, DATABASE_URL_ENV: url, "BROKER_LEDGER_VAR": str(tmp_path / "var"), **page}
         self.log = tmp_path / "worker.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.kills = 0
