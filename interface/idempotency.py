@@ -44,6 +44,11 @@ log = logging.getLogger("broker_ledger.idempotency")
 REPLAYED_HEADERS = (b"content-type", b"location", b"retry-after", b"www-authenticate")
 
 
+CREATE_LOCK = int.from_bytes(
+    hashlib.sha256(b"broker-ledger idempotency keys table").digest()[:8], "big", signed=True
+)
+
+
 def transaction_code_for(partner: str, key: str) -> str:
     """The code a transaction created under an idempotency key gets: the same on every retry."""
     return "TX" + hashlib.sha256(f"{partner}\x1f{key}".encode()).hexdigest()[:16].upper()
@@ -73,7 +78,10 @@ class IdempotencyStore:
         self.leases = Leases(self)
 
     def create_table(self) -> None:
-        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+        """Creates the schema and table if missing; workers starting together take turns (two concurrent
+        `CREATE ... IF NOT EXISTS` can both pass the check, and the loser fails on the catalog's index)."""
+        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (CREATE_LOCK,))
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
             conn.execute(
                 sql.SQL(

@@ -141,7 +141,7 @@ class AuditChain(ReadModel):
                 "state": notification.state,
             }
         select = self.statement(("stored",), lambda: SELECT_STORED.format(EVENTS_TABLE))
-        stored = curs.execute(select, (notification_id,)).fetchone()
+        stored = self.fetch_one(curs, select, (notification_id,))
         if stored is None:
             raise LookupError(f"notification {notification_id} is not in the event log")
         return stored
@@ -152,7 +152,7 @@ class AuditChain(ReadModel):
         if kept is not None and "head" in kept:
             return kept["head"]
         last = self.statement(("head",), lambda: SELECT_HEAD.format(self.table(CHAIN_TABLE)))
-        head = curs.execute(last).fetchone()
+        head = self.fetch_one(curs, last)
         return (head["seq"], head["chain_hash"]) if head else (0, GENESIS)
 
     def _insert_link(self) -> Composed:

@@ -148,7 +148,7 @@ class CallbackOutbox(ReadModel):
                 " WHERE transaction_id = ANY(%s)"
             ).format(self.table(STATES)),
         )
-        return {row["transaction_id"]: row for row in curs.execute(select, (ids,)).fetchall()}
+        return {row["transaction_id"]: row for row in self.fetch_all(curs, select, (ids,))}
 
     def _upsert_state(self) -> Composed:
         return SQL(

@@ -167,7 +167,7 @@ class Postings(ReadModel):
         )
         return {
             row["id"]: DealState(Deal.from_json(row["deal"]), Decimal(row["memo"]), row["received"])
-            for row in curs.execute(select, (ids,)).fetchall()
+            for row in self.fetch_all(curs, select, (ids,))
         }
 
     def record(

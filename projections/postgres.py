@@ -25,6 +25,7 @@ from uuid import UUID
 from eventsourcing.persistence import Notification, Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from psycopg import Cursor
+from psycopg.abc import Query
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
@@ -90,7 +91,8 @@ class ReadModel(PostgresTrackingRecorder):
                     if finish is not None:
                         finish(curs)
                 if batch.tracking is not None:
-                    self._insert_tracking(curs, batch.tracking)
+                    with conn.cursor() as tracker:  # its RETURNING row is read: a cursor of its own
+                        self._insert_tracking(tracker, batch.tracking)
             finally:
                 self._batches.current = None
 
@@ -134,6 +136,19 @@ class ReadModel(PostgresTrackingRecorder):
             rows.update({i: row for i, row in select(batch.cursor, ids).items() if i not in rows})
             selected.update(ids)
         return rows
+
+    @staticmethod
+    def fetch_all(curs: Cursor[DictRow], statement: Query, params: Any = None) -> list[DictRow]:
+        """The rows of `statement`, run on a cursor of its own. In pipeline mode (a batch) a result comes
+        back to the cursor that sent its statement, possibly while a later statement is sent: reading
+        from a cursor that sent other statements before could return one of theirs."""
+        with curs.connection.cursor() as reader:
+            return reader.execute(statement, params).fetchall()
+
+    @classmethod
+    def fetch_one(cls, curs: Cursor[DictRow], statement: Query, params: Any = None) -> DictRow | None:
+        rows = cls.fetch_all(curs, statement, params)
+        return rows[0] if rows else None
 
     @contextmanager
     def recording(self, tracking: Tracking) -> Iterator[Cursor[DictRow]]:

@@ -90,7 +90,7 @@ class ReadModels(ReadModel):
             ("transactions",),
             lambda: SQL("SELECT * FROM {} WHERE id = ANY(%s) FOR UPDATE").format(self.table("transactions")),
         )
-        return {row["id"]: row for row in curs.execute(select, (ids,)).fetchall()}
+        return {row["id"]: row for row in self.fetch_all(curs, select, (ids,))}
 
     def create_transaction(
         self, curs: Cursor[DictRow], row: dict[str, Any], event: DomainEvent, tracking: Tracking
