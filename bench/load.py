@@ -5,6 +5,7 @@ Run (wrk must be installed: `apt-get install wrk`):
 
     .venv/bin/python bench/load.py [--customers 2000] [--seconds 15] [--workers 2] [--connections 64,8]
                                    [--database-url postgresql://postgres@127.0.0.1:5432/postgres] [--markdown]
+                                   [--projections in-process|separate]
 
 What it does, in order:
 1. Creates a fresh database `bench_load_<random>` on the PostgreSQL of --database-url (dropped at the end)
@@ -27,6 +28,8 @@ What it does, in order:
    until every projection has reached the last head (so the slowest events are counted), and each run
    starts only once the projections have processed everything before it. The target applies to
    ReadModels (the read models that GET endpoints serve) during the run with the most connections.
+   CPU seconds of the API workers, of a separate projections process and of PostgreSQL (bench/cpu.py),
+   from wrk's start until the projections caught up, are divided by the buys stored: CPU ms per buy.
 5. After the runs: VmRSS of each uvicorn worker (children of the server process, /proc/<pid>/status).
    Trouble in the server's log (a worker restarted by uvicorn's supervisor, errors) is printed per phase.
    Then the server is stopped and `broker-ledger projections rebuild` (every projection, from the first
@@ -50,9 +53,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bench.cpu import CpuMeter
 from bench.lag import LagSampler, tracking_tables
 from bench.load_report import LoadRun, Results, print_results
 from bench.load_support import (
@@ -145,11 +149,14 @@ def measure_ledger(
     command = [str(VENV_BIN / "broker-ledger"), "serve", "--workers", str(args.workers), "--port", str(port)]
     command += ["--settings", str(settings)]
     note(f"starting broker-ledger serve with {args.workers} workers, projections {args.projections}")
+    cpu_parts: dict[str, Callable[[], list[int]]] = {}
     with contextlib.ExitStack() as stack:
         if args.projections == "separate":
             command.append("--no-projections")
-            stack.enter_context(projection_process(env, settings, directory))
+            projections = stack.enter_context(projection_process(env, settings, directory))
+            cpu_parts["projections process"] = lambda: [projections.pid]
         server = stack.enter_context(running(command, env, directory / "server.log", "/health"))
+        cpu_parts = {"API workers": server.worker_pids, **cpu_parts}
         token = broker_token(server.base_url, directory / "var")
         note(f"creating {args.customers} customers with accounts")
         begun = time.perf_counter()
@@ -159,7 +166,7 @@ def measure_ledger(
         results.record_incidents("start and setup", server.incidents())
         tables = tracking_tables(url, len(PROJECTIONS))
         for connections in args.connections:
-            results.runs.append(load_run(server, url, token, tables, connections, args))
+            results.runs.append(load_run(server, url, token, tables, connections, args, cpu_parts))
             results.record_incidents(f"run at {connections} connections", server.incidents())
         results.rss_mb = {pid: rss_mb(pid) for pid in server.worker_pids()}
         note("stopping the server")
@@ -169,7 +176,9 @@ def measure_ledger(
 
 
 @contextlib.contextmanager
-def projection_process(env: dict[str, str], settings: Path, directory: Path) -> Iterator[None]:
+def projection_process(
+    env: dict[str, str], settings: Path, directory: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     """`broker-ledger projections run` in its own process group, stopped at the end."""
     command = [str(VENV_BIN / "broker-ledger"), "projections", "run"]
     with (directory / "projections.log").open("wb") as output:
@@ -182,7 +191,7 @@ def projection_process(env: dict[str, str], settings: Path, directory: Path) -> 
             start_new_session=True,
         )
     try:
-        yield
+        yield process
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -192,12 +201,19 @@ def projection_process(env: dict[str, str], settings: Path, directory: Path) -> 
 
 
 def load_run(
-    server: Process, url: str, token: str, tables: list[str], connections: int, args: argparse.Namespace
+    server: Process,
+    url: str,
+    token: str,
+    tables: list[str],
+    connections: int,
+    args: argparse.Namespace,
+    cpu_parts: dict[str, Callable[[], list[int]]],
 ) -> LoadRun:
     settle(url, tables)
     buys_before, rows_before = scalar(url, COUNT_BUYS), scalar(url, COUNT_READ_ROWS)
     note(f"wrk: POST /brokerbuy, {connections} connections, {args.seconds} s")
     sampler = LagSampler(url, tables).start()
+    cpu = CpuMeter(cpu_parts).start()
     script_args = [CUSTOMER_PREFIX, str(args.customers), f"load-{os.getpid()}-c{connections}", FIAT_VALUE]
     wrk = run_wrk(
         f"{server.base_url}/brokerbuy", token, args.seconds, connections, [*script_args, CUSTOMER_ADDRESS]
@@ -205,12 +221,14 @@ def load_run(
     note("waiting for the projections to process every event of the run")
     caught_up = sampler.wait_caught_up(timeout=CATCH_UP_TIMEOUT)
     sampler.stop()
+    cpu_seconds = cpu.stop()
     return LoadRun(
         wrk=wrk,
         stored_buys=scalar(url, COUNT_BUYS) - buys_before,
         read_rows=scalar(url, COUNT_READ_ROWS) - rows_before,
         lags_ms=sampler.lags_ms(),
         caught_up=caught_up,
+        cpu_seconds=cpu_seconds,
     )
 
 

@@ -20,6 +20,7 @@ class LoadRun:
     read_rows: int  # rows added to read.transactions, once the projections caught up
     lags_ms: dict[str, list[float]]  # per projection, one lag per observed head
     caught_up: bool
+    cpu_seconds: dict[str, float] = field(default_factory=dict)  # per part, from wrk's start to catch-up
 
     @property
     def stored_per_second(self) -> float:
@@ -123,6 +124,20 @@ def echo_table(results: Results, markdown: bool) -> str:
     return table(headers, rows, "lrrrrrrr", markdown)
 
 
+def cpu_table(results: Results, markdown: bool) -> str:
+    parts = list(results.runs[0].cpu_seconds) if results.runs else []
+    headers = ["connections", "buys stored", *(f"{part} ms/buy" for part in parts)]
+    rows = [
+        [
+            str(run.wrk.connections),
+            f"{run.stored_buys:,}",
+            *(f"{1000 * run.cpu_seconds[part] / max(run.stored_buys, 1):.2f}" for part in parts),
+        ]
+        for run in results.runs
+    ]
+    return table(headers, rows, "l" + "r" * (len(headers) - 1), markdown)
+
+
 def lag_table(results: Results, markdown: bool) -> str:
     headers = ["connections", "projection", "heads observed", "lag p50 ms", "lag p99 ms", "lag max ms"]
     headers.append("caught up")
@@ -198,6 +213,10 @@ def print_results(results: Results, args: argparse.Namespace) -> None:
         ("Created buys: POST /brokerbuy, committed at once", buys_table(results, args.markdown)),
         ("Ceiling: bench/echo_app.py, same uvicorn options and workers", echo_table(results, args.markdown)),
         ("Projection lag (polled every 5 ms, see bench/lag.py)", lag_table(results, args.markdown)),
+        (
+            "CPU per stored buy, from wrk's start until the projections caught up (bench/cpu.py)",
+            cpu_table(results, args.markdown),
+        ),
     ]
     for title, text in sections:
         print(f"\n{title}\n{text}")
