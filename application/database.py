@@ -27,7 +27,7 @@ DATABASE_URL_ENV = "DATABASE_URL"
 POOL_SIZE_ENV = "BROKER_LEDGER_POOL_SIZE"
 GROUP_COMMIT_ENV = "BROKER_LEDGER_GROUP_COMMIT"  # "off": one transaction per save, as eventsourcing does
 GROUP_COMMIT_RECORDER = "application.group_commit:GroupCommitRecorder"
-MAX_OVERFLOW = 14
+MAX_OVERFLOW = 8  # a process's saves share one committer's connection; reads need one each, briefly
 DEFAULT_POOL_SIZE = 2  # connections kept open per process; up to MAX_OVERFLOW more under load
 
 logger = logging.getLogger(__name__)

@@ -104,7 +104,7 @@ def build_runtime(database_url: str | None = None) -> Runtime:
         idempotency=idempotency,
         pool=pool,
         database_url=url,
-        reader=Reader(ledger, open_view(url, READ_MODELS, settings={"POSTGRES_MAX_OVERFLOW": "16"})),
+        reader=Reader(ledger, open_view(url, READ_MODELS, settings={"POSTGRES_MAX_OVERFLOW": "6"})),
     )
 
 

@@ -55,7 +55,7 @@ def projection_env(url: str, spec: ProjectionSpec, schema: str = READ_SCHEMA) ->
     env[f"{spec.name.upper()}_POSTGRES_SCHEMA"] = schema
     # A projection needs few connections (the subscription's LISTEN, its reads, the view's writes); pools
     # are filled to their size when opened, and every API worker may run some projections.
-    env.update(POSTGRES_POOL_SIZE=PROJECTION_POOL_SIZE, POSTGRES_MAX_OVERFLOW="2")
+    env.update(POSTGRES_POOL_SIZE=PROJECTION_POOL_SIZE, POSTGRES_MAX_OVERFLOW="1")
     return env
 
 
@@ -66,7 +66,8 @@ def open_view(
     `settings` overrides eventsourcing's (e.g. `POSTGRES_MAX_OVERFLOW` for a view that serves reads)."""
     ensure_schema(url, schema)
     env = Environment(spec.name, {**projection_env(url, spec, schema), **(settings or {})})
-    return InfrastructureFactory.construct(env=env).tracking_recorder(spec.view_class)
+    with starting(url):  # one process at a time: concurrent CREATE ... IF NOT EXISTS can collide
+        return InfrastructureFactory.construct(env=env).tracking_recorder(spec.view_class)
 
 
 def replay(
@@ -155,8 +156,7 @@ class ProjectionWorker:
         with exclusive(self.url, self.spec) as leader:
             if not leader:
                 return
-            with starting(self.url):  # one at a time: concurrent CREATE ... IF NOT EXISTS can collide
-                view = open_view(self.url, self.spec)
+            view = open_view(self.url, self.spec)
             log_app = LedgerLog(env=projection_env(self.url, self.spec))
             try:
                 self.running.set()

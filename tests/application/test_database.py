@@ -59,7 +59,7 @@ def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypat
         "POSTGRES_PASSWORD": "s@cret",
         "POSTGRES_SCHEMA": "ledger",
         "POSTGRES_POOL_SIZE": "2",
-        "POSTGRES_MAX_OVERFLOW": "14",
+        "POSTGRES_MAX_OVERFLOW": "8",
         "POSTGRES_CONNECT_TIMEOUT": "3",
         "POSTGRES_PRE_PING": "no",
         "APPLICATION_RECORDER_TOPIC": "application.group_commit:GroupCommitRecorder",
