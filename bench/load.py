@@ -117,6 +117,8 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    # a terminated benchmark still stops its servers and drops its database (the `finally`s run)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed; it drives the load. Install it with: apt-get install wrk")
     with tempfile.TemporaryDirectory(prefix="bench-load-") as temporary:
