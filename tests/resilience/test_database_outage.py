@@ -37,7 +37,7 @@ from tests.resilience.processes import PrivateCluster
 
 LOAD_THREADS = 4
 UP_SECONDS = 1.0
-# how long each round keeps the database down, in turn: shorter and longer than the pools' 5 s wait for a
+# how long each round keeps the database down, in turn: shorter and longer than the pools' 3 s wait for a
 # connection, and (with --run-slow, which has more rounds) longer than the client's time-out
 DOWN_SECONDS = (3.0, 6.0, 12.0)
 RECOVERY_BOUND_SECONDS = 20.0
