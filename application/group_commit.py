@@ -25,7 +25,6 @@ What the projections and the use cases rely on is kept:
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -175,9 +174,9 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
             try:
                 self.commit_batch(batch)
             except BaseException as error:  # every waiter must wake, whatever went wrong
-                for save in batch:
+                for save in batch:  # (the datastore has turned psycopg's errors into eventsourcing's)
                     if not save.done.is_set():
-                        save.fail(_as_persistence_error(error))
+                        save.fail(error)
 
     def commit_batch(self, batch: list[PendingSave]) -> None:
         """Writes `batch` in one transaction and wakes its waiters after COMMIT."""
@@ -244,15 +243,3 @@ def _columns(events: Sequence[StoredEvent]) -> tuple[list[UUID], list[int], list
         [event.topic for event in events],
         [event.state for event in events],
     )
-
-
-def _as_persistence_error(error: BaseException) -> BaseException:
-    """psycopg's errors as eventsourcing's, as the library's recorder raises them."""
-    if isinstance(error, psycopg.OperationalError):
-        return OperationalError(str(error))
-    if isinstance(error, psycopg.InterfaceError):
-        return InterfaceError(str(error))
-    with contextlib.suppress(Exception):
-        if isinstance(error, psycopg.errors.UniqueViolation):
-            return IntegrityError(str(error))
-    return error

@@ -41,7 +41,8 @@ class Trading(LedgerBase):
 
         def create() -> Transaction:
             now = self.clock.now()
-            with self.loading(*self._buy_aggregate_ids(partner, code, request, now)):
+            account_code = self._buy_account_code(partner, request)
+            with self.loading(*self._reads_of_a_create(partner, code, request, account_code, "buy", now)):
                 existing = self.find(Transaction.create_id(partner, code))
                 if existing is not None:
                     return existing
@@ -58,17 +59,23 @@ class Trading(LedgerBase):
 
         return self.retrying(create)
 
-    def _buy_aggregate_ids(self, partner: str, code: str, request: BuyRequest, at: datetime) -> list[UUID]:
-        """What creating a buy reads: the transaction (if a retry made it), customer, account, limits."""
-        account_code = request.account_code or account_code_for(
-            partner, request.customer_code, request.crypto, request.destination_address
-        )
+    @staticmethod
+    def _reads_of_a_create(
+        partner: str,
+        code: str,
+        request: BuyRequest | SellRequest,
+        account_code: str,
+        direction: str,
+        at: datetime,
+    ) -> list[UUID]:
+        """What creating a buy or a sell reads (but a sell's address pool, loaded from its snapshot): the
+        transaction (if a retry made it), the customer, the account and the limit windows."""
         return [
             Transaction.create_id(partner, code),
             Customer.create_id(partner, request.customer_code),
             Account.create_id(partner, account_code),
             *(
-                LimitWindow.create_id(partner, request.customer_code, "buy", period_key(period, at))
+                LimitWindow.create_id(partner, request.customer_code, direction, period_key(period, at))
                 for period in PERIODS
             ),
         ]
@@ -98,7 +105,8 @@ class Trading(LedgerBase):
 
         def create() -> Transaction:
             now = self.clock.now()
-            with self.loading(*self._sell_aggregate_ids(partner, code, request, now)):
+            reads = self._reads_of_a_create(partner, code, request, request.account_code, "sell", now)
+            with self.loading(*reads):
                 existing = self.find(Transaction.create_id(partner, code))
                 if existing is not None:
                     return existing
@@ -120,22 +128,10 @@ class Trading(LedgerBase):
                     at=now,
                 )
                 windows = self._reserve_limits(customer, "sell", order, now)
-                self.save(transaction, address, pool, *windows)
-                return transaction
+            self.save(transaction, address, pool, *windows)
+            return transaction
 
         return self.retrying(create)
-
-    def _sell_aggregate_ids(self, partner: str, code: str, request: SellRequest, at: datetime) -> list[UUID]:
-        """What creating a sell reads, but for the address pool (loaded from its snapshot)."""
-        return [
-            Transaction.create_id(partner, code),
-            Customer.create_id(partner, request.customer_code),
-            Account.create_id(partner, request.account_code),
-            *(
-                LimitWindow.create_id(partner, request.customer_code, "sell", period_key(period, at))
-                for period in PERIODS
-            ),
-        ]
 
     def change_transaction(
         self,
@@ -171,9 +167,7 @@ class Trading(LedgerBase):
             raise CryptoAddressInvalid(
                 f"destinationAddress {request.destination_address!r} is not a valid {request.crypto} address"
             )
-        code = request.account_code or account_code_for(
-            partner, request.customer_code, request.crypto, request.destination_address
-        )
+        code = self._buy_account_code(partner, request)
         account = self.find(Account.create_id(partner, code))
         if account is None and request.account_code is None:
             self.customer(partner, request.customer_code)
@@ -184,6 +178,13 @@ class Trading(LedgerBase):
             )
         self._check_account(partner, account or self.account(partner, code), request)
         return code
+
+    @staticmethod
+    def _buy_account_code(partner: str, request: BuyRequest) -> str:
+        """The account named, or the customer's account for the destination address."""
+        return request.account_code or account_code_for(
+            partner, request.customer_code, request.crypto, request.destination_address
+        )
 
     def _sell_account(self, partner: str, request: SellRequest) -> Account:
         self.desk.crypto(request.crypto)

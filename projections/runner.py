@@ -53,8 +53,8 @@ def projection_env(url: str, spec: ProjectionSpec, schema: str = READ_SCHEMA) ->
     """The event store's environment, with the projection's own tables in `schema`."""
     env = eventsourcing_env(url, EVENTS_SCHEMA)
     env[f"{spec.name.upper()}_POSTGRES_SCHEMA"] = schema
-    # A projection needs few connections (the subscription's LISTEN, its reads, the view's writes); pools
-    # are filled to their size when opened, and every API worker may run some projections.
+    # A projection needs few connections (its reads of the log, the view's writes; its LISTEN has one of its
+    # own); pools are filled to their size when opened, and every API worker may run some projections.
     env.update(POSTGRES_POOL_SIZE=PROJECTION_POOL_SIZE, POSTGRES_MAX_OVERFLOW="1")
     return env
 
