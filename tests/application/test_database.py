@@ -9,7 +9,6 @@ from uuid import UUID
 import psycopg
 import pytest
 from eventsourcing.application import Application
-from eventsourcing.domain import Aggregate, event
 
 from application import database
 from application.database import (
@@ -18,16 +17,7 @@ from application.database import (
     resolve_database_url,
     with_database,
 )
-
-
-class Note(Aggregate):
-    @event("Written")
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    @event("Amended")
-    def amend(self, text: str) -> None:
-        self.text = text
+from tests.application.notes import Note
 
 
 class Notebook(Application[UUID]):

@@ -8,23 +8,14 @@ from uuid import UUID
 
 import pytest
 from eventsourcing.application import Application
-from eventsourcing.domain import Aggregate, event
+from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 
 from application.group_commit import GroupCommitRecorder, PendingSave
+from tests.application.notes import Note
 
 WRITERS = 16
 SAVES_PER_WRITER = 25
-
-
-class Note(Aggregate):
-    @event("Written")
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    @event("Amended")
-    def amend(self, text: str) -> None:
-        self.text = text
 
 
 @pytest.fixture
