@@ -8,14 +8,13 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import RecordConflictError
 
 from application.log import LedgerLog
@@ -25,6 +24,7 @@ from domain.account import Account
 from domain.customer import Customer
 from domain.deposits import AddressPool
 from domain.errors import AccountNotFound, CustomerNotFound, DomainError, TransactionNotFound
+from domain.limits import LimitWindow
 from domain.transaction import Transaction
 
 T = TypeVar("T")
@@ -43,9 +43,10 @@ class LedgerBase(LedgerLog):
     """Plumbing shared by the use cases: transcodings, loading by business key, retries."""
 
     conflicts = RecordConflictError
-    # Every sell and account opening allocates from its crypto's pool, so a pool's history only grows:
-    # load it from a snapshot (taken every 100 allocations) plus the events since.
-    snapshotting_intervals = {AddressPool: 100}
+    # Aggregates whose history only grows are loaded from a snapshot plus the events since: every sell and
+    # account opening allocates from its crypto's pool, and every buy or sell reserves in its customer's
+    # day and month limit windows (a month window of an active customer holds hundreds of reservations).
+    snapshotting_intervals = {AddressPool: 100, LimitWindow: 16}
 
     def __init__(
         self,
@@ -86,7 +87,7 @@ class LedgerBase(LedgerLog):
             yield
             return
         events: dict[UUID, list[Any]] = {aggregate_id: [] for aggregate_id in aggregate_ids}
-        for stored in select_events_of(aggregate_ids):
+        for stored in select_events_of(aggregate_ids, self._snapshots_table()):
             events[stored.originator_id].append(self.mapper.to_domain_event(stored))
         token = _loaded.set(events)
         try:
@@ -94,24 +95,31 @@ class LedgerBase(LedgerLog):
         finally:
             _loaded.reset(token)
 
+    def _snapshots_table(self) -> str | None:
+        return self.snapshots.recorder.events_table_name if self.snapshots is not None else None
+
     def find(self, aggregate_id: UUID) -> Any | None:
-        """The aggregate rebuilt from its events (or from those `loading` read ahead), None if it has none.
-        Reads the events only: the snapshot store is for the address pools (`address_pool`)."""
+        """The aggregate rebuilt from its events, or from its latest snapshot and the events since (as
+        `loading` read them ahead, or read now), None if it has none."""
         loaded = _loaded.get()
         events = loaded.get(aggregate_id) if loaded is not None else None
         if events is None:
-            events = self.events.get(aggregate_id)
+            events = self._history(aggregate_id)
         aggregate = None
         for domain_event in events:
             aggregate = domain_event.mutate(aggregate)
         return aggregate
 
+    def _history(self, aggregate_id: UUID) -> Iterable[Any]:
+        select_events_of = getattr(self.recorder, "select_events_of", None)
+        if select_events_of is None:  # the library's recorder (BROKER_LEDGER_GROUP_COMMIT=off)
+            return self.events.get(aggregate_id)
+        return map(self.mapper.to_domain_event, select_events_of([aggregate_id], self._snapshots_table()))
+
     def address_pool(self, crypto: str) -> AddressPool:
-        """The crypto-currency's deposit address pool, from its latest snapshot and the events since."""
-        try:
-            return self.repository.get(AddressPool.create_id(crypto))
-        except AggregateNotFoundError:
-            return AddressPool(crypto)
+        """The crypto-currency's deposit address pool (from its latest snapshot and the events since)."""
+        pool = self.find(AddressPool.create_id(crypto))
+        return pool if pool is not None else AddressPool(crypto)
 
     def get_or_create(self, aggregate_id: UUID, create: Callable[[], A]) -> A:
         found = self.find(aggregate_id)

@@ -43,10 +43,24 @@ from eventsourcing.utils import retry
 from psycopg import Connection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 BEGIN = SQL("BEGIN")
 COMMIT = SQL("COMMIT")
+# An aggregate's latest snapshot (if it has one) and its events after it, for several aggregates at once.
+SINCE_SNAPSHOT = """
+WITH latest AS (
+    SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state
+    FROM {schema}.{snapshots} WHERE originator_id = ANY(%(ids)s)
+    ORDER BY originator_id, originator_version DESC
+)
+SELECT originator_id, originator_version, topic, state FROM latest
+UNION ALL
+SELECT e.originator_id, e.originator_version, e.topic, e.state
+FROM {schema}.{events} e LEFT JOIN latest l USING (originator_id)
+WHERE e.originator_id = ANY(%(ids)s) AND e.originator_version > coalesce(l.originator_version, 0)
+ORDER BY 1, 2
+"""
 MAX_BATCH_EVENTS = 2000  # events per transaction; a larger queue is written in several batches
 # The library retries each call 10 times, each waiting up to the pool's timeout for a connection: 50 s
 # before a request learns the database is down. Twice is enough to replace a connection that died.
@@ -116,8 +130,9 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
         self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name))
         self.select_events_of_statement = SQL(
             "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
-            " WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version"
+            " WHERE originator_id = ANY(%(ids)s) ORDER BY originator_id, originator_version"
         ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+        self._since_snapshot_statements: dict[str, Composed] = {}
         self._queue = SaveQueue()
         self._committer: threading.Thread | None = None
         self._starting = threading.Lock()
@@ -148,15 +163,33 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
         return PostgresApplicationRecorder.max_notification_id.__wrapped__(self)
 
     @fail_fast
-    def select_events_of(self, originator_ids: Sequence[UUID]) -> list[StoredEvent]:
-        """The events of several aggregates in one round trip, in version order per aggregate."""
+    def select_events_of(
+        self, originator_ids: Sequence[UUID], snapshots_table: str | None = None
+    ) -> list[StoredEvent]:
+        """The events of several aggregates in one round trip, in version order per aggregate. With
+        `snapshots_table`, an aggregate that has a snapshot there starts with its latest snapshot, followed
+        by its events after it."""
+        statement = self.select_events_of_statement
+        if snapshots_table is not None:
+            statement = self._since_snapshot_statement(snapshots_table)
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(self.select_events_of_statement, (list(originator_ids),), prepare=True)
+            curs.execute(statement, {"ids": list(originator_ids)}, prepare=True)
             rows = curs.fetchall()
         return [
             StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
             for row in rows
         ]
+
+    def _since_snapshot_statement(self, snapshots_table: str) -> Composed:
+        statement = self._since_snapshot_statements.get(snapshots_table)
+        if statement is None:
+            statement = SQL(SINCE_SNAPSHOT).format(
+                schema=Identifier(self.datastore.schema),
+                events=Identifier(self.events_table_name),
+                snapshots=Identifier(snapshots_table),
+            )
+            self._since_snapshot_statements[snapshots_table] = statement
+        return statement
 
     def _ensure_committer(self) -> None:
         if self._committer is not None:

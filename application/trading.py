@@ -11,7 +11,7 @@ from application.commands import BuyRequest, SellRequest
 from application.orders import OrderDesk
 from domain.account import Account, account_code_for
 from domain.customer import Customer
-from domain.deposits import DepositAddress
+from domain.deposits import AddressPool, DepositAddress
 from domain.errors import (
     AccountNotOfCustomer,
     CryptoAddressInvalid,
@@ -68,8 +68,8 @@ class Trading(LedgerBase):
         direction: str,
         at: datetime,
     ) -> list[UUID]:
-        """What creating a buy or a sell reads (but a sell's address pool, loaded from its snapshot): the
-        transaction (if a retry made it), the customer, the account and the limit windows."""
+        """What creating a buy or a sell reads (and a sell its crypto's address pool): the transaction (if a
+        retry made it), the customer, the account and the limit windows."""
         return [
             Transaction.create_id(partner, code),
             Customer.create_id(partner, request.customer_code),
@@ -106,7 +106,7 @@ class Trading(LedgerBase):
         def create() -> Transaction:
             now = self.clock.now()
             reads = self._reads_of_a_create(partner, code, request, request.account_code, "sell", now)
-            with self.loading(*reads):
+            with self.loading(*reads, AddressPool.create_id(request.crypto)):
                 existing = self.find(Transaction.create_id(partner, code))
                 if existing is not None:
                     return existing
