@@ -61,7 +61,7 @@ class LedgerBase(LedgerLog):
         self.addresses = addresses
         self.clock = clock or SystemClock()
         self._sweeping = threading.Lock()  # one expiry sweep at a time (see Settlement.expire_overdue)
-        self._deadlines: dict[str, tuple[str, str, datetime]] = {}
+        self._deadlines: dict[UUID, tuple[str, str, datetime]] = {}  # by transaction id (see Settlement)
         self._scanned = 0
         super().__init__(env)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from eventsourcing.persistence import Notification
+from eventsourcing.utils import get_topic
 
 from application.commands import DepositReport, SendoutReport
 from application.trading import Trading
@@ -13,7 +14,13 @@ from domain.errors import DepositAddressUnknown, InvalidStateTransition
 from domain.pricing import check_amount
 from domain.transaction import ChainPayment, Transaction
 
-OPENING_TOPICS = ("Transaction.Staged", "Transaction.Initiated")
+# The events a transaction opens with (only they leave it expirable), and every event it records.
+OPENING_TOPICS = frozenset(get_topic(event) for event in (Transaction.Staged, Transaction.Initiated))
+TRANSACTION_TOPICS = sorted(
+    get_topic(member)
+    for member in vars(Transaction).values()
+    if isinstance(member, type) and issubclass(member, Transaction.Event)
+)
 
 
 class Settlement(Trading):
@@ -69,11 +76,13 @@ class Settlement(Trading):
     def expire_overdue(self, batch: int = 500) -> list[str]:
         """Cancels every staged buy and unpaid sell past its validUntil; returns their codes.
 
-        Reads the application's own event log for the transactions opened since the last sweep and
-        keeps the open ones in memory, so a sweep costs what was recorded since the last one.
+        Reads the application's own event log for the transaction events recorded since the last sweep and
+        keeps the deadlines of the open ones in memory, so a sweep costs what was recorded since the last
+        one. Any event after a transaction's opening moves it out of Staged or Initiated for good, so it
+        drops the deadline: a buy committed at once is never decoded here nor visited at its validUntil.
         """
         with self._sweeping:
-            self._scan_openings(batch)
+            self._scan_transaction_events(batch)
             now = self.clock.now()
             expired = []
             for key, (partner, code, valid_until) in list(self._deadlines.items()):
@@ -87,25 +96,25 @@ class Settlement(Trading):
                 del self._deadlines[key]
             return expired
 
-    def _scan_openings(self, batch: int) -> None:
+    def _scan_transaction_events(self, batch: int) -> None:
         while True:
             notifications = self.recorder.select_notifications(
-                start=self._scanned + 1, limit=batch, topics=self._opening_topics()
+                start=self._scanned + 1, limit=batch, topics=TRANSACTION_TOPICS
             )
+            followed = {n.originator_id for n in notifications if n.topic not in OPENING_TOPICS}
             for notification in notifications:
-                self._note_deadline(notification)
+                if notification.topic not in OPENING_TOPICS:
+                    self._deadlines.pop(notification.originator_id, None)
+                elif notification.originator_id not in followed:
+                    self._note_deadline(notification)
                 self._scanned = notification.id
             if len(notifications) < batch:
                 return
 
-    def _opening_topics(self) -> list[str]:
-        return [f"{Transaction.__module__}:{name}" for name in OPENING_TOPICS]
-
     def _note_deadline(self, notification: Notification) -> None:
         opened = self.mapper.to_domain_event(notification)
-        order = opened.order
-        self._deadlines[order.code + order.partner] = (
-            order.partner,
-            order.code,
+        self._deadlines[notification.originator_id] = (
+            opened.order.partner,
+            opened.order.code,
             opened.valid_until,
         )

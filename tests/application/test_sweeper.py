@@ -55,3 +55,25 @@ def test_a_failing_sweep_does_not_stop_the_sweeper(ledger: Ledger) -> None:
         assert wait_for(lambda: len(calls) >= 3)
     finally:
         sweeper.stop()
+
+
+def test_a_sweep_visits_only_the_transactions_still_open_at_their_deadline(
+    ledger: Ledger, clock: FakeClock, active_customer_with_btc_account: Callable
+) -> None:
+    _, account = active_customer_with_btc_account("demo", "sweep-2")
+    buy = BuyRequest("sweep-2", "EUR", "BTC", Decimal(100), account.customer_address, "BANK_EUR_BUY")
+    committed_at_once = ledger.create_buy("demo", buy, stage=False)
+    staged_then_committed = ledger.create_buy("demo", buy, stage=True)
+    left_staged = ledger.create_buy("demo", buy, stage=True)
+    assert ledger.expire_overdue() == []
+    ledger.commit("demo", staged_then_committed.code)
+    visited: list[str] = []
+    expire = ledger.expire
+    ledger.expire = lambda partner, code: visited.append(code) or expire(partner, code)  # type: ignore[method-assign]
+
+    clock.advance(minutes=31)
+
+    assert ledger.expire_overdue() == [left_staged.code]
+    assert visited == [left_staged.code]
+    assert ledger.transaction("demo", committed_at_once.code).status == Status.SENDING
+    assert ledger.transaction("demo", staged_then_committed.code).status == Status.SENDING
