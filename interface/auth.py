@@ -25,6 +25,7 @@ from application.settings import TokenSettings
 
 ALGORITHM = "HS256"
 LEEWAY_SECONDS = 5
+VERIFIED_TOKENS_KEPT = 4096
 REQUIRED_CLAIMS = ["iss", "aud", "sub", "partner", "roles", "iat", "exp", "jti"]
 
 
@@ -91,6 +92,9 @@ class TokenService:
         self._key = signing_key
         self._clock = clock
         self._leeway = leeway_seconds
+        # Tokens whose signature, issuer, audience and claims have been checked, with what they say. The
+        # times are checked again on every use; the size is bounded by emptying it when full.
+        self._verified: dict[str, tuple[dict[str, Any], Principal]] = {}
 
     def issue(self, client: ClientRecord, scope: str | None = None) -> IssuedToken:
         """A token for `client` with the roles named in `scope` (space-separated), default all."""
@@ -112,8 +116,20 @@ class TokenService:
 
     def verify(self, token: str) -> Principal:
         """The principal the token speaks for; `InvalidToken` if it cannot be trusted."""
+        verified = self._verified.get(token)
+        if verified is None:
+            claims = self._decode(token)
+            verified = (claims, _principal(claims))
+            if len(self._verified) >= VERIFIED_TOKENS_KEPT:
+                self._verified.clear()
+            self._verified[token] = verified
+        claims, principal = verified
+        self._check_times(claims)
+        return principal
+
+    def _decode(self, token: str) -> dict[str, Any]:
         try:
-            claims = jwt.decode(
+            return jwt.decode(
                 token,
                 self._key,
                 algorithms=[ALGORITHM],
@@ -130,8 +146,6 @@ class TokenService:
             )
         except jwt.PyJWTError as error:
             raise InvalidToken(_reason(error)) from None
-        self._check_times(claims)
-        return _principal(claims)
 
     def _check_times(self, claims: dict[str, Any]) -> None:
         exp, iat = claims["exp"], claims["iat"]

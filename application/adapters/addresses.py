@@ -16,6 +16,7 @@ So an address is valid for at most one crypto. Garbage input is invalid, never a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -71,6 +72,12 @@ def _is_base58(address: str, p2pkh_version: bytes, p2sh_version: bytes) -> bool:
     return _decodes(P2PKHAddrDecoder.DecodeAddr, address, net_ver=p2pkh_version) or _decodes(
         P2SHAddrDecoder.DecodeAddr, address, net_ver=p2sh_version
     )
+
+
+@functools.lru_cache(maxsize=16384)  # a customer's address comes back with each of their requests
+def _is_address_of(crypto: str, address: str) -> bool:
+    _, _, is_address = _NETWORKS[crypto]
+    return is_address(address)
 
 
 def is_bitcoin_address(address: str) -> bool:
@@ -159,8 +166,7 @@ class Bip32AddressBook:
             return False
         if not 0 < len(address) <= MAX_ADDRESS_LENGTH:
             return False
-        _, _, is_address = _NETWORKS[crypto]
-        return is_address(address)
+        return _is_address_of(crypto, address)
 
     def cryptos_for(self, address: str) -> list[str]:
         return sorted(code for code in self._chains if self.is_valid(code, address))

@@ -127,6 +127,20 @@ def test_a_token_is_valid_until_it_expires_give_or_take_the_leeway(
         service.verify(token)
 
 
+def test_a_remembered_token_is_checked_against_the_clock_on_every_use(
+    service: TokenService, clock: FakeClock
+) -> None:
+    token = service.issue(CLIENT).access_token
+    assert service.verify(token).client_id == "demo-desk"
+
+    clock.advance(-60)
+    with pytest.raises(InvalidToken, match="future"):
+        service.verify(token)
+    clock.advance(60 + 3600 + 6)
+    with pytest.raises(InvalidToken, match="expired"):
+        service.verify(token)
+
+
 def test_a_token_issued_in_the_future_is_refused(service: TokenService, clock: FakeClock) -> None:
     clock.advance(60)
     token = service.issue(CLIENT).access_token
@@ -139,8 +153,9 @@ def test_a_token_issued_in_the_future_is_refused(service: TokenService, clock: F
 def test_a_token_signed_with_another_key_is_refused(service: TokenService, clock: FakeClock) -> None:
     forged = TokenService(TokenSettings(), b"x" * 32, clock).issue(CLIENT).access_token
 
-    with pytest.raises(InvalidToken, match="signature"):
-        service.verify(forged)
+    for _ in range(2):  # a refused token is not remembered as verified
+        with pytest.raises(InvalidToken, match="signature"):
+            service.verify(forged)
 
 
 def test_a_tampered_token_is_refused(service: TokenService) -> None:
