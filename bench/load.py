@@ -1,5 +1,6 @@
 """Load benchmark of the real server: created buys per second, latency, projection lag, rebuild speed,
-memory per worker, and the ceiling of the HTTP stack, side by side with their targets.
+memory per worker, the ceiling of the HTTP stack and the floor of a stored request, side by side with
+their targets.
 
 Run (wrk must be installed: `apt-get install wrk`):
 
@@ -36,6 +37,10 @@ What it does, in order:
    event) is timed: events/s = events in the store / wall time of the command (including its start-up).
 6. The ceiling: bench/echo_app.py (litestar, a POST that decodes a small msgspec body and echoes it) under
    uvicorn with the options and worker count of `broker-ledger serve`, driven by the same wrk script.
+7. The floor: bench/floor_app.py, the same stack storing each request as one new aggregate's one event
+   through eventsourcing and the service's event-store settings (group commit), with nothing else, on the
+   benchmark's database; saves/s and CPU ms per save of its workers and PostgreSQL. A created buy does
+   all of that and much more, so buys/s cannot pass this figure on the same machine.
 
 Progress goes to stderr; the figures to stdout. --markdown prints the tables as Markdown (for
 docs/performance.md). The load generator shares the machine with the server and PostgreSQL, so the figures
@@ -58,7 +63,7 @@ from pathlib import Path
 
 from bench.cpu import CpuMeter
 from bench.lag import LagSampler, tracking_tables
-from bench.load_report import LoadRun, Results, print_results
+from bench.load_report import FloorRun, LoadRun, Results, print_results
 from bench.load_support import (
     CUSTOMER_ADDRESS,
     ROOT,
@@ -85,6 +90,7 @@ FIAT_VALUE = "20"
 COUNT_BUYS = "SELECT count(*) FROM ledger.ledger_events WHERE topic = 'domain.transaction:Transaction.Staged'"
 COUNT_READ_ROWS = "SELECT count(*) FROM read.transactions"
 COUNT_EVENTS = "SELECT count(*) FROM ledger.ledger_events"
+COUNT_FLOOR_EVENTS = "SELECT count(*) FROM floor.orders_events"
 CATCH_UP_TIMEOUT = 900  # seconds
 STARTED = time.monotonic()
 
@@ -141,6 +147,7 @@ def measure(args: argparse.Namespace, url: str, directory: Path) -> Results:
     measure_ledger(args, url, settings, env, directory, results)
     measure_rebuild(url, settings, env, results)
     results.echo = measure_echo(args, directory)
+    results.floor = measure_floor(args, url, directory)
     return results
 
 
@@ -280,6 +287,30 @@ def measure_echo(args: argparse.Namespace, directory: Path) -> list[WrkResult]:
                     [*script_args, CUSTOMER_ADDRESS],
                 )
             )
+        return runs
+
+
+def measure_floor(args: argparse.Namespace, url: str, directory: Path) -> list[FloorRun]:
+    """bench/floor_app.py on the benchmark's database: one event saved per request, nothing else."""
+    port = free_port()
+    command = [sys.executable, "-m", "bench.floor_app", "--port", str(port), "--workers", str(args.workers)]
+    note(f"starting the floor app with {args.workers} workers")
+    env = {**os.environ, "DATABASE_URL": url}
+    with running(command, env, directory / "floor.log", "/health") as floor:
+        runs = []
+        for connections in args.connections:
+            note(f"wrk: floor, {connections} connections, {args.seconds} s")
+            stored_before = scalar(url, COUNT_FLOOR_EVENTS)
+            cpu = CpuMeter({"floor workers": floor.worker_pids}).start()
+            script_args = [CUSTOMER_PREFIX, str(args.customers), f"floor-c{connections}", FIAT_VALUE]
+            wrk = run_wrk(
+                f"{floor.base_url}/brokerbuy",
+                "none",
+                args.seconds,
+                connections,
+                [*script_args, CUSTOMER_ADDRESS],
+            )
+            runs.append(FloorRun(wrk, scalar(url, COUNT_FLOOR_EVENTS) - stored_before, cpu.stop()))
         return runs
 
 

@@ -28,6 +28,15 @@ class LoadRun:
 
 
 @dataclass
+class FloorRun:
+    """bench/floor_app.py under wrk: one event saved per request through the same stack, nothing else."""
+
+    wrk: WrkResult
+    stored: int  # events the run added to the floor app's store
+    cpu_seconds: dict[str, float]  # per part, during the wrk run
+
+
+@dataclass
 class Results:
     settings_changes: list[str] = field(default_factory=list)
     setup_seconds: float = 0.0
@@ -37,6 +46,7 @@ class Results:
     rebuild_seconds: float = 0.0
     rebuild_rows_equal: bool = False
     echo: list[WrkResult] = field(default_factory=list)
+    floor: list[FloorRun] = field(default_factory=list)
     incidents: dict[str, list[str]] = field(default_factory=dict)  # new server log lines per phase
     kept_log: Path | None = None  # a copy of the server's log, kept when it tells of trouble
 
@@ -53,6 +63,9 @@ class Results:
 
     def echo_at(self, connections: int) -> WrkResult:
         return next(run for run in self.echo if run.connections == connections)
+
+    def floor_at(self, connections: int) -> FloorRun:
+        return next(run for run in self.floor if run.wrk.connections == connections)
 
     @property
     def rebuild_rate(self) -> float:
@@ -124,6 +137,25 @@ def echo_table(results: Results, markdown: bool) -> str:
     return table(headers, rows, "lrrrrrrr", markdown)
 
 
+def floor_table(results: Results, markdown: bool) -> str:
+    parts = list(results.floor[0].cpu_seconds) if results.floor else []
+    headers = ["connections", "saves/s (2xx)", "events stored", "p50 ms", "p99 ms", "non-2xx"]
+    headers += [f"{part} ms/save" for part in parts]
+    rows = [
+        [
+            str(run.wrk.connections),
+            f"{run.wrk.ok_per_second:,.0f}",
+            f"{run.stored:,}",
+            ms(run.wrk.latency_ms["p50"]),
+            ms(run.wrk.latency_ms["p99"]),
+            errors_of(run.wrk)[0],
+            *(f"{1000 * run.cpu_seconds[part] / max(run.stored, 1):.2f}" for part in parts),
+        ]
+        for run in results.floor
+    ]
+    return table(headers, rows, "l" + "r" * (len(headers) - 1), markdown)
+
+
 def cpu_table(results: Results, markdown: bool) -> str:
     parts = list(results.runs[0].cpu_seconds) if results.runs else []
     headers = ["connections", "buys stored", *(f"{part} ms/buy" for part in parts)]
@@ -153,6 +185,7 @@ def lag_table(results: Results, markdown: bool) -> str:
 def summary_rows(results: Results, high: int, low: int) -> list[tuple[str, str, str, bool]]:
     run_high, run_low, echo_high = results.run_at(high), results.run_at(low), results.echo_at(high)
     buys, ceiling = run_high.wrk.ok_per_second, echo_high.ok_per_second
+    floor = results.floor_at(high).wrk.ok_per_second
     share = 100 * buys / ceiling if ceiling else 0.0
     p99_low = run_low.wrk.latency_ms["p99"]
     lags = run_high.lags_ms.get(HEADLINE_PROJECTION, [])
@@ -162,6 +195,12 @@ def summary_rows(results: Results, high: int, low: int) -> list[tuple[str, str, 
     restarts = results.worker_restarts
     return [
         (f"created buys/s at {high} connections", f"{buys:,.0f}", ">= 2,500", buys >= 2500),
+        (
+            f"the stack's floor: one-event saves/s at {high} conn. (bench/floor_app.py)",
+            f"{floor:,.0f}",
+            ">= 2,500 (else no buy can reach it)",
+            floor >= 2500,
+        ),
         (
             f"created buys/s as a share of the echo ceiling ({high} conn.)",
             f"{share:.1f} % of {ceiling:,.0f} req/s",
@@ -212,6 +251,11 @@ def print_results(results: Results, args: argparse.Namespace) -> None:
     sections = [
         ("Created buys: POST /brokerbuy, committed at once", buys_table(results, args.markdown)),
         ("Ceiling: bench/echo_app.py, same uvicorn options and workers", echo_table(results, args.markdown)),
+        (
+            "Floor: bench/floor_app.py, one event saved per request through litestar and eventsourcing "
+            "(group commit), same options and workers, nothing else",
+            floor_table(results, args.markdown),
+        ),
         ("Projection lag (polled every 5 ms, see bench/lag.py)", lag_table(results, args.markdown)),
         (
             "CPU per stored buy, from wrk's start until the projections caught up (bench/cpu.py)",
