@@ -28,12 +28,13 @@ checkpointed, so a rebuild produces the same rows as the live projection.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import Notification, Tracking
 from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Composed, Identifier
 
@@ -103,8 +104,9 @@ class AuditChain(ReadModel):
             ).format(self.table(CHECKPOINTS_TABLE)),
         ]
 
-    def append(self, at: datetime, tracking: Tracking) -> None:
-        """Links the stored event at `tracking`'s position to the chain, in one transaction with it."""
+    def append(self, at: Callable[[], datetime], tracking: Tracking) -> None:
+        """Links the stored event at `tracking`'s position to the chain, in one transaction with it; `at`
+        tells the event's time, asked only if a checkpoint is written at it."""
         with self.recording(tracking) as curs:
             stored = self._stored(curs, tracking.notification_id)
             seq, previous = self._head(curs)
@@ -158,7 +160,9 @@ class AuditChain(ReadModel):
     def _insert_link(self) -> Composed:
         return SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self.table(CHAIN_TABLE))
 
-    def _checkpoint(self, curs: Any, notification_id: int, seq: int, chain_hash: str, at: datetime) -> None:
+    def _checkpoint(
+        self, curs: Any, notification_id: int, seq: int, chain_hash: str, at: Callable[[], datetime]
+    ) -> None:
         """A periodic checkpoint is written at once; the latest one only once per batch, at its end."""
         checkpoint = partial(self._write_checkpoint, (notification_id, seq, chain_hash, at))
         periodic = seq % CHECKPOINT_EVERY == 0
@@ -166,7 +170,7 @@ class AuditChain(ReadModel):
             checkpoint(curs)
         self.at_batch_end(curs, "latest checkpoint", None if periodic else checkpoint)
 
-    def _write_checkpoint(self, values: tuple[int, int, str, datetime], curs: Any) -> None:
+    def _write_checkpoint(self, values: tuple[int, int, str, Callable[[], datetime]], curs: Any) -> None:
         """Replaces the latest checkpoint (if not periodic) by the one of `values`."""
         checkpoints = self.table(CHECKPOINTS_TABLE)
         delete = self.statement(
@@ -176,7 +180,8 @@ class AuditChain(ReadModel):
             ("checkpoint",), lambda: SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s)").format(checkpoints)
         )
         curs.execute(delete)
-        curs.execute(insert, (*values, values[1] % CHECKPOINT_EVERY == 0))
+        notification_id, seq, chain_hash, at = values
+        curs.execute(insert, (notification_id, seq, chain_hash, at(), seq % CHECKPOINT_EVERY == 0))
 
 
 class AuditChainProjection(Projection[AuditChain]):
@@ -185,4 +190,8 @@ class AuditChainProjection(Projection[AuditChain]):
     name = "AuditChain"
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        self.view.append(domain_event.timestamp, tracking)
+        self.view.append(lambda: domain_event.timestamp, tracking)
+
+    def process_stored(self, stored: Notification, decode: Callable[[], Any], tracking: Tracking) -> None:
+        """The chain links the stored row; the event is decoded only for a checkpoint's `at`."""
+        self.view.append(lambda: decode().timestamp, tracking)

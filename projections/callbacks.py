@@ -201,6 +201,11 @@ class CallbackOutboxProjection(Projection[CallbackOutbox]):
 
     name = "CallbackOutbox"
 
+    @staticmethod
+    def reads(event_class: type) -> bool:
+        """Only transaction events are decoded for it (see `projections.runner.process`)."""
+        return issubclass(event_class, Transaction.Event)
+
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         if isinstance(domain_event, Transaction.Event):
             self.view.apply(domain_event, tracking)

@@ -4,18 +4,22 @@ rebuilds and audits, the same way."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import psycopg
-from eventsourcing.persistence import InfrastructureFactory, Tracking
+from eventsourcing.persistence import InfrastructureFactory, Notification, Tracking
 from eventsourcing.projection import Projection
-from eventsourcing.utils import Environment
+from eventsourcing.utils import Environment, resolve_topic
 from psycopg import sql
 
 from application.database import ensure_schema, eventsourcing_env
@@ -28,6 +32,7 @@ PROJECTION_POOL_SIZE = "1"
 NOTIFY_WAIT_SECONDS = 0.5
 PAGE = 500  # events per transaction, at most
 PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections
+Decode = Callable[[Notification], Any]  # a stored event to its domain event (the application's mapper)
 STARTUP_LOCK = int.from_bytes(
     hashlib.sha256(b"broker-ledger projections starting").digest()[:8], "big", signed=True
 )
@@ -89,12 +94,39 @@ def replay(
             break
         with view.batch(notifications):  # the page commits at once, with its last position
             for notification in notifications:
-                event = log_app.mapper.to_domain_event(notification)
-                projection.process_event(event, Tracking(APPLICATION, notification.id))
+                process(projection, notification, log_app.mapper.to_domain_event)
         position = notifications[-1].id
         if progress is not None:
             progress(len(notifications))
     return position
+
+
+def process(projection: Projection[Any], notification: Notification, decode: Decode) -> None:
+    """Hands one stored event to `projection`, decoded only if the projection does something with it: a
+    projection of the stored rows (`process_stored`) decodes it itself if it must, and an event that
+    `projection` only skips advances its position undecoded."""
+    tracking = Tracking(APPLICATION, notification.id)
+    process_stored = getattr(projection, "process_stored", None)
+    if process_stored is not None:
+        process_stored(notification, partial(decode, notification), tracking)
+    elif handles(type(projection), notification.topic):
+        projection.process_event(decode(notification), tracking)
+    else:
+        projection.view.skip(tracking)
+
+
+@functools.cache
+def handles(projection_class: type[Projection[Any]], topic: str) -> bool:
+    """Whether `projection_class` does more than skip events of `topic`: it says so (`reads`), or its
+    `process_event` dispatches on the event's class to more than its default (a singledispatchmethod)."""
+    event_class = resolve_topic(topic)
+    reads = getattr(projection_class, "reads", None)
+    if reads is not None:
+        return bool(reads(event_class))
+    dispatcher = getattr(inspect.getattr_static(projection_class, "process_event"), "dispatcher", None)
+    if dispatcher is None:
+        return True
+    return dispatcher.dispatch(event_class) is not dispatcher.dispatch(object)
 
 
 @contextmanager
