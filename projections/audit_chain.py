@@ -113,19 +113,16 @@ class AuditChain(ReadModel):
             seq += 1
             canonical = stored_canonical(stored)
             chain_hash = link(previous, canonical)
-            insert = self.statement(("link",), self._insert_link)
-            curs.execute(
-                insert,
-                (
-                    stored["notification_id"],
-                    seq,
-                    stored["originator_id"],
-                    stored["originator_version"],
-                    stored["topic"],
-                    event_hash(canonical),
-                    chain_hash,
-                ),
+            link_row = (
+                stored["notification_id"],
+                seq,
+                stored["originator_id"],
+                stored["originator_version"],
+                stored["topic"],
+                event_hash(canonical),
+                chain_hash,
             )
+            self.append_row(curs, "links", self.statement(("links",), self._insert_links), link_row)
             self._checkpoint(curs, stored["notification_id"], seq, chain_hash, at)
             kept = self.kept()
             if kept is not None:
@@ -157,8 +154,11 @@ class AuditChain(ReadModel):
         head = self.fetch_one(curs, last)
         return (head["seq"], head["chain_hash"]) if head else (0, GENESIS)
 
-    def _insert_link(self) -> Composed:
-        return SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self.table(CHAIN_TABLE))
+    def _insert_links(self) -> Composed:
+        return SQL(
+            "INSERT INTO {} SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::uuid[], %s::bigint[],"
+            " %s::text[], %s::text[], %s::text[])"
+        ).format(self.table(CHAIN_TABLE))
 
     def _checkpoint(
         self, curs: Any, notification_id: int, seq: int, chain_hash: str, at: Callable[[], datetime]

@@ -127,7 +127,8 @@ class CallbackOutbox(ReadModel):
                 str(after.status),
                 sequence,
             )
-            curs.execute(self.statement(("keep state",), self._upsert_state), values)
+            upsert = self.statement(("keep states",), self._upsert_states)
+            self.keep_row(curs, STATES, upsert, after.id, values)
             kept[event.originator_id] = {
                 "version": stored.version,
                 "topic": stored.topic,
@@ -150,9 +151,10 @@ class CallbackOutbox(ReadModel):
         )
         return {row["transaction_id"]: row for row in self.fetch_all(curs, select, (ids,))}
 
-    def _upsert_state(self) -> Composed:
+    def _upsert_states(self) -> Composed:
         return SQL(
-            "INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (transaction_id) "
+            "INSERT INTO {} SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::integer[],"
+            " %s::text[], %s::bytea[], %s::text[], %s::integer[]) ON CONFLICT (transaction_id) "
             "DO UPDATE SET version = excluded.version, topic = excluded.topic, "
             "state = excluded.state, status = excluded.status, sequence = excluded.sequence"
         ).format(self.table(STATES))

@@ -236,17 +236,18 @@ class Postings(ReadModel):
                 ("forget deal",),
                 lambda: SQL("DELETE FROM {} WHERE id = %s").format(self.table("posting_deals")),
             )
-            curs.execute(forget, (deal_id,))
+            self.forget_row(curs, "posting_deals", forget, deal_id)
             return
         deals[deal_id] = state
-        curs.execute(
-            self.statement(("keep deal",), self._upsert_deal),
-            (deal_id, Jsonb(state.deal.to_json()), state.memo, state.received),
+        row = (deal_id, Jsonb(state.deal.to_json()), state.memo, state.received)
+        self.keep_row(
+            curs, "posting_deals", self.statement(("keep deals",), self._upsert_deals), deal_id, row
         )
 
-    def _upsert_deal(self) -> Composed:
+    def _upsert_deals(self) -> Composed:
         return SQL(
-            "INSERT INTO {} VALUES (%s, %s, %s, %s) ON CONFLICT (id) DO UPDATE"
+            "INSERT INTO {} SELECT * FROM unnest(%s::uuid[], %s::jsonb[], %s::numeric[], %s::boolean[])"
+            " ON CONFLICT (id) DO UPDATE"
             " SET deal = excluded.deal, memo = excluded.memo, received = excluded.received"
         ).format(self.table("posting_deals"))
 

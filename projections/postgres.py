@@ -16,7 +16,7 @@ date by the projection's own writes, and forgotten with the batch (committed or 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +46,11 @@ class _Batch:
 
     def originator_ids(self) -> list[UUID]:
         return list(dict.fromkeys(n.originator_id for n in self.notifications.values()))
+
+
+def columns(rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
+    """Rows as one list per column: the arrays of an `INSERT ... SELECT * FROM unnest(...)`."""
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 class ReadModel(PostgresTrackingRecorder):
@@ -119,6 +124,44 @@ class ReadModel(PostgresTrackingRecorder):
         """What a projection keeps for the batch being processed (forgotten with it), or None outside one."""
         batch = self._batch()
         return batch.kept if batch is not None else None
+
+    def append_row(self, curs: Cursor[DictRow], name: str, statement: SQL, row: tuple[Any, ...]) -> None:
+        """Inserts `row` with `statement`, which takes one array per column (`INSERT ... SELECT * FROM
+        unnest(%s::type[], ...)`): in a batch, with every row appended under `name`, in one statement at its
+        end; outside a batch, at once. For rows the batch does not read back."""
+        kept = self.kept()
+        if kept is None:
+            curs.execute(statement, columns([row]))
+            return
+        rows = kept.setdefault(f"appended {name}", [])
+        if not rows:
+            self.at_batch_end(curs, name, lambda c: c.execute(statement, columns(rows)))
+        rows.append(row)
+
+    def keep_row(
+        self, curs: Cursor[DictRow], name: str, statement: SQL, key: Hashable, row: tuple[Any, ...]
+    ) -> None:
+        """Upserts `row`, the latest state of `key`, with `statement` (one array per column, as for
+        `append_row`): in a batch, only the last row of each key, in one statement at its end; outside a
+        batch, at once. The batch keeps what it reads back itself (`page_rows`)."""
+        kept = self.kept()
+        if kept is None:
+            curs.execute(statement, columns([row]))
+            return
+        rows = kept.setdefault(f"kept {name}", {})
+        if not rows:  # (a later `forget_row` may leave none to write)
+            self.at_batch_end(
+                curs, name, lambda c: rows and c.execute(statement, columns(list(rows.values())))
+            )
+        rows[key] = row
+
+    def forget_row(self, curs: Cursor[DictRow], name: str, statement: SQL, key: Hashable) -> None:
+        """Deletes `key`'s row with `statement` (one parameter: the key) at once, and the upsert of it that
+        `keep_row` has pending, if any."""
+        kept = self.kept()
+        if kept is not None:
+            kept.get(f"kept {name}", {}).pop(key, None)
+        curs.execute(statement, (key,))
 
     def page_rows(self, curs: Cursor[DictRow], name: str, select: SelectRows, originator_id: UUID) -> Rows:
         """Rows (of what `select` makes of them) by aggregate id, as this transaction sees them, for

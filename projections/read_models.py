@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC
 from decimal import Decimal
-from functools import singledispatchmethod
+from functools import partial, singledispatchmethod
 from time import monotonic, sleep
 from typing import Any
 from uuid import UUID
@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 from domain.account import Account
 from domain.customer import Customer, CustomerStatus
 from domain.transaction import Order, Status, Transaction, balance_mutation
-from projections.postgres import ReadModel
+from projections.postgres import ReadModel, columns
 from projections.read_tables import AMOUNT_COLUMNS, TABLES, VOLUME_SUMS, create_statements
 
 VOLUME_KEY = ("partner", "customer_code", "payment_method_code", "type", "currency_code", "crypto_code")
@@ -137,46 +137,72 @@ class ReadModels(ReadModel):
         event: DomainEvent,
         tracking: Tracking,
     ) -> None:
-        self.insert(
-            curs,
-            "transaction_status_history",
-            {
-                "partner": transaction["partner"],
-                "transaction_code": transaction["transaction_code"],
-                "version": event.originator_version,
-                "from_status": from_status,
-                "to_status": to_status,
-                "at": getattr(event, "at", event.timestamp),
-                "event_type": type(event).__name__,
-                "notification_id": tracking.notification_id,
-            },
+        row = (
+            transaction["partner"],
+            transaction["transaction_code"],
+            event.originator_version,
+            from_status,
+            to_status,
+            getattr(event, "at", event.timestamp),
+            type(event).__name__,
+            tracking.notification_id,
         )
+        insert = self.statement(("status history",), self._insert_status_history)
+        self.append_row(curs, "transaction_status_history", insert, row)
+
+    def _insert_status_history(self) -> Composed:
+        return SQL(
+            "INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::text[], %s::integer[], %s::text[],"
+            " %s::text[], %s::timestamptz[], %s::text[], %s::bigint[]) ON CONFLICT DO NOTHING"
+        ).format(self.table("transaction_status_history"))
 
     def add_volume(self, curs: Cursor[DictRow], transaction: dict[str, Any], sign: int) -> None:
-        """Counts a transaction in the volumes of its day (UTC, by creation), or with -1 takes it out."""
-        key = {name: transaction[name] for name in VOLUME_KEY}
-        key["day"] = transaction["created"].astimezone(UTC).date()
-        sums = {name: sign * amount for name, amount in volume_amounts(transaction).items()}
-        row = {**key, "count": sign, **sums}
-        curs.execute(self.statement(("add volume", *row), lambda: self._add_volume(row, key)), row)
-        curs.execute(self.statement(("empty volume", *key), lambda: self._empty_volume(key)), key)
+        """Counts a transaction in the volumes of its day (UTC, by creation), or with -1 takes it out. In a
+        batch the changes are summed per day and written at its end, in two statements."""
+        key = (*(transaction[name] for name in VOLUME_KEY), transaction["created"].astimezone(UTC).date())
+        change = (sign, *(sign * amount for amount in volume_amounts(transaction).values()))
+        kept = self.kept()
+        changes = kept.setdefault("volumes", {}) if kept is not None else {}
+        before = changes.get(key, (0,) * len(change))
+        changes[key] = tuple(a + b for a, b in zip(before, change, strict=True))
+        self.at_batch_end(curs, "daily_volumes", partial(self._write_volumes, changes))
 
-    def _add_volume(self, row: dict[str, Any], key: dict[str, Any]) -> Composed:
+    def _write_volumes(self, changes: dict[tuple[Any, ...], tuple[Any, ...]], curs: Cursor[DictRow]) -> None:
+        """Adds the summed changes to their days' rows, then drops the rows no transaction counts in."""
+        rows = [(*key, *change) for key, change in changes.items() if any(change)]
+        if not rows:
+            return
+        curs.execute(self.statement(("add volumes",), self._add_volumes), columns(rows))
+        keys = columns([row[: len(VOLUME_KEY) + 1] for row in rows])
+        curs.execute(self.statement(("empty volumes",), self._empty_volumes), keys)
+
+    def _add_volumes(self) -> Composed:
+        names = (*VOLUME_KEY, "day", "count", *VOLUME_SUMS)
         added = SQL(", ").join(
-            SQL("{0} = {1}.{0} + EXCLUDED.{0}").format(Identifier(name), self.table("daily_volumes"))
-            for name in ("count", *VOLUME_SUMS)
+            SQL("{0} = v.{0} + excluded.{0}").format(Identifier(name)) for name in ("count", *VOLUME_SUMS)
         )
-        return SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}").format(
+        return SQL(
+            "INSERT INTO {} AS v ({}) SELECT * FROM unnest({}, %s::date[], %s::bigint[], {})"
+            " ON CONFLICT ({}) DO UPDATE SET {}"
+        ).format(
             self.table("daily_volumes"),
-            SQL(", ").join(map(Identifier, row)),
-            SQL(", ").join(map(Placeholder, row)),
-            SQL(", ").join(map(Identifier, key)),
+            SQL(", ").join(map(Identifier, names)),
+            SQL(", ").join(SQL("%s::text[]") for _ in VOLUME_KEY),
+            SQL(", ").join(SQL("%s::numeric[]") for _ in VOLUME_SUMS),
+            SQL(", ").join(map(Identifier, (*VOLUME_KEY, "day"))),
             added,
         )
 
-    def _empty_volume(self, key: dict[str, Any]) -> Composed:
-        where = SQL(" AND ").join(SQL("{} = {}").format(Identifier(name), Placeholder(name)) for name in key)
-        return SQL("DELETE FROM {} WHERE {} AND count = 0").format(self.table("daily_volumes"), where)
+    def _empty_volumes(self) -> Composed:
+        names = (*VOLUME_KEY, "day")
+        return SQL(
+            "DELETE FROM {} AS v USING unnest({}, %s::date[]) AS k ({}) WHERE {} AND v.count = 0"
+        ).format(
+            self.table("daily_volumes"),
+            SQL(", ").join(SQL("%s::text[]") for _ in VOLUME_KEY),
+            SQL(", ").join(map(Identifier, names)),
+            SQL(" AND ").join(SQL("v.{0} = k.{0}").format(Identifier(name)) for name in names),
+        )
 
     def caught_up(self, notification_id: int, timeout: float) -> bool:
         """Waits (at most `timeout` seconds) until this view has processed `notification_id`."""
