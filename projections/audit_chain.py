@@ -156,8 +156,8 @@ class AuditChain(ReadModel):
 
     def _insert_links(self) -> Composed:
         return SQL(
-            "INSERT INTO {} SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::uuid[], %s::bigint[],"
-            " %s::text[], %s::text[], %s::text[])"
+            "INSERT INTO {} SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::uuid[], %b::bigint[],"
+            " %b::text[], %b::text[], %b::text[])"
         ).format(self.table(CHAIN_TABLE))
 
     def _checkpoint(

@@ -153,8 +153,8 @@ class CallbackOutbox(ReadModel):
 
     def _upsert_states(self) -> Composed:
         return SQL(
-            "INSERT INTO {} SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::integer[],"
-            " %s::text[], %s::bytea[], %s::text[], %s::integer[]) ON CONFLICT (transaction_id) "
+            "INSERT INTO {} SELECT * FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::integer[],"
+            " %b::text[], %b::bytea[], %b::text[], %b::integer[]) ON CONFLICT (transaction_id) "
             "DO UPDATE SET version = excluded.version, topic = excluded.topic, "
             "state = excluded.state, status = excluded.status, sequence = excluded.sequence"
         ).format(self.table(STATES))

@@ -214,14 +214,14 @@ class Postings(ReadModel):
         return SQL(
             "INSERT INTO {} (notification_id, event, partner, transaction_code, adjustment_code,"
             " entry, account, currency_code, debit, credit, at)"
-            " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[],"
-            " %s::integer[], %s::text[], %s::text[], %s::numeric[], %s::numeric[], %s::timestamptz[])"
+            " SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[],"
+            " %b::integer[], %b::text[], %b::text[], %b::numeric[], %b::numeric[], %b::timestamptz[])"
         ).format(self.table("postings"))
 
     def _add_to_balances(self) -> Composed:
         return SQL(
-            "INSERT INTO {b} AS b SELECT * FROM unnest(%s::text[], %s::text[], %s::numeric[], %s::numeric[],"
-            " %s::numeric[], %s::timestamptz[], %s::bigint[])"
+            "INSERT INTO {b} AS b SELECT * FROM unnest(%b::text[], %b::text[], %b::numeric[], %b::numeric[],"
+            " %b::numeric[], %b::timestamptz[], %b::bigint[])"
             " ON CONFLICT (account, currency_code) DO UPDATE"
             " SET debit = b.debit + excluded.debit, credit = b.credit + excluded.credit,"
             " balance = b.balance + excluded.balance, updated = excluded.updated,"
@@ -246,7 +246,7 @@ class Postings(ReadModel):
 
     def _upsert_deals(self) -> Composed:
         return SQL(
-            "INSERT INTO {} SELECT * FROM unnest(%s::uuid[], %s::jsonb[], %s::numeric[], %s::boolean[])"
+            "INSERT INTO {} SELECT * FROM unnest(%b::uuid[], %b::jsonb[], %b::numeric[], %b::boolean[])"
             " ON CONFLICT (id) DO UPDATE"
             " SET deal = excluded.deal, memo = excluded.memo, received = excluded.received"
         ).format(self.table("posting_deals"))

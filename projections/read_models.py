@@ -152,8 +152,8 @@ class ReadModels(ReadModel):
 
     def _insert_status_history(self) -> Composed:
         return SQL(
-            "INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::text[], %s::integer[], %s::text[],"
-            " %s::text[], %s::timestamptz[], %s::text[], %s::bigint[]) ON CONFLICT DO NOTHING"
+            "INSERT INTO {} SELECT * FROM unnest(%b::text[], %b::text[], %b::integer[], %b::text[],"
+            " %b::text[], %b::timestamptz[], %b::text[], %b::bigint[]) ON CONFLICT DO NOTHING"
         ).format(self.table("transaction_status_history"))
 
     def add_volume(self, curs: Cursor[DictRow], transaction: dict[str, Any], sign: int) -> None:
@@ -182,13 +182,13 @@ class ReadModels(ReadModel):
             SQL("{0} = v.{0} + excluded.{0}").format(Identifier(name)) for name in ("count", *VOLUME_SUMS)
         )
         return SQL(
-            "INSERT INTO {} AS v ({}) SELECT * FROM unnest({}, %s::date[], %s::bigint[], {})"
+            "INSERT INTO {} AS v ({}) SELECT * FROM unnest({}, %b::date[], %b::bigint[], {})"
             " ON CONFLICT ({}) DO UPDATE SET {}"
         ).format(
             self.table("daily_volumes"),
             SQL(", ").join(map(Identifier, names)),
-            SQL(", ").join(SQL("%s::text[]") for _ in VOLUME_KEY),
-            SQL(", ").join(SQL("%s::numeric[]") for _ in VOLUME_SUMS),
+            SQL(", ").join(SQL("%b::text[]") for _ in VOLUME_KEY),
+            SQL(", ").join(SQL("%b::numeric[]") for _ in VOLUME_SUMS),
             SQL(", ").join(map(Identifier, (*VOLUME_KEY, "day"))),
             added,
         )
@@ -196,10 +196,10 @@ class ReadModels(ReadModel):
     def _empty_volumes(self) -> Composed:
         names = (*VOLUME_KEY, "day")
         return SQL(
-            "DELETE FROM {} AS v USING unnest({}, %s::date[]) AS k ({}) WHERE {} AND v.count = 0"
+            "DELETE FROM {} AS v USING unnest({}, %b::date[]) AS k ({}) WHERE {} AND v.count = 0"
         ).format(
             self.table("daily_volumes"),
-            SQL(", ").join(SQL("%s::text[]") for _ in VOLUME_KEY),
+            SQL(", ").join(SQL("%b::text[]") for _ in VOLUME_KEY),
             SQL(", ").join(map(Identifier, names)),
             SQL(" AND ").join(SQL("v.{0} = k.{0}").format(Identifier(name)) for name in names),
         )
