@@ -17,7 +17,8 @@ What it does, in order:
    the projections run inside the server, as they do by default.
 2. Takes a token the OAuth2 way (POST /connect/token with the secret generated into var/) and registers
    --customers customers (ACTIVE, trust level Bench) with a BTC account each, over HTTP, concurrently.
-3. For each connection count, runs wrk (one thread, bench/wrk_buy.lua) for --seconds: POST /brokerbuy
+3. For each connection count (after a CHECKPOINT, so that no run pays for the writes before it), runs wrk
+   (one thread, bench/wrk_buy.lua) for --seconds: POST /brokerbuy
    without "stage" (the buy is committed at once, status Sending) of 20 EUR, cycling over the customers,
    each request with a unique Idempotency-Key. Created buys/s = 2xx responses / wrk's duration; cross-
    checked with the `Transaction.Staged` events added to ledger.ledger_events during the run, and with the
@@ -72,6 +73,7 @@ from bench.load_support import (
     WrkResult,
     bench_settings,
     broker_token,
+    checkpoint,
     create_customers,
     drop_database,
     free_port,
@@ -219,6 +221,7 @@ def load_run(
     cpu_parts: dict[str, Callable[[], list[int]]],
 ) -> LoadRun:
     settle(url, tables)
+    checkpoint(url)
     buys_before, rows_before = scalar(url, COUNT_BUYS), scalar(url, COUNT_READ_ROWS)
     note(f"wrk: POST /brokerbuy, {connections} connections, {args.seconds} s")
     sampler = LagSampler(url, tables).start()
@@ -256,6 +259,7 @@ def settle(url: str, tables: list[str]) -> None:
 
 def measure_rebuild(url: str, settings: Path, env: dict[str, str], results: Results) -> None:
     """Times `broker-ledger projections rebuild` (the server is stopped, so no projection is running)."""
+    checkpoint(url)
     results.rebuild_events = scalar(url, COUNT_EVENTS)
     rows_before = scalar(url, COUNT_READ_ROWS)
     note(f"broker-ledger projections rebuild over {results.rebuild_events} events")
@@ -300,6 +304,7 @@ def measure_floor(args: argparse.Namespace, url: str, directory: Path) -> list[F
         runs = []
         for connections in args.connections:
             note(f"wrk: floor, {connections} connections, {args.seconds} s")
+            checkpoint(url)
             stored_before = scalar(url, COUNT_FLOOR_EVENTS)
             cpu = CpuMeter({"floor workers": floor.worker_pids}).start()
             script_args = [CUSTOMER_PREFIX, str(args.customers), f"floor-c{connections}", FIAT_VALUE]
