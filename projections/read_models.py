@@ -16,6 +16,7 @@ from time import monotonic, sleep
 from typing import Any
 from uuid import UUID
 
+import msgspec
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
@@ -30,6 +31,10 @@ from domain.transaction import Order, Status, Transaction, balance_mutation
 from projections.postgres import ReadModel, columns
 from projections.read_tables import AMOUNT_COLUMNS, TABLES, VOLUME_SUMS, create_statements
 
+# Rows as JSON records for jsonb_populate_recordset: amounts as exact decimal strings, times in ISO 8601.
+ROWS_AS_JSON = msgspec.json.Encoder(
+    enc_hook=lambda value: value.obj if isinstance(value, Jsonb) else str(value)
+)
 VOLUME_KEY = ("partner", "customer_code", "payment_method_code", "type", "currency_code", "crypto_code")
 CREATE_LOCK = 0x52454144_4D4F444C  # serialises concurrent creation of the tables by several workers
 
@@ -99,8 +104,8 @@ class ReadModels(ReadModel):
         rows = self.transactions(curs, row["id"])
         if row["id"] in rows:
             return  # applied already (the id is derived from partner and code, the primary key)
-        self.insert(curs, "transactions", row)
         rows[row["id"]] = row
+        self._keep_transaction(curs, row)
         self.record_status(curs, row, None, row["status"], event, tracking)
         self.add_volume(curs, row, +1)
 
@@ -116,17 +121,42 @@ class ReadModels(ReadModel):
         status = values.get("status", old["status"])
         if status != old["status"]:
             values["previous_status"] = old["status"]
-        self.update(curs, "transactions", event, tracking, **values)
-        rows[event.originator_id] = {
+        new = {
             **old,
             **values,
             "version": event.originator_version,
             "notification_id": tracking.notification_id,
         }
+        rows[event.originator_id] = new
+        self._keep_transaction(curs, new)
         if status != old["status"]:
             self.record_status(curs, old, old["status"], status, event, tracking)
             if status == Status.CANCELLED:
                 self.add_volume(curs, old, -1)
+
+    def _keep_transaction(self, curs: Cursor[DictRow], row: dict[str, Any]) -> None:
+        """Writes the transaction's row as it now is: in a batch, each changed row once, at its end."""
+        kept = self.kept()
+        changed = kept.setdefault("changed transactions", {}) if kept is not None else {}
+        changed[row["id"]] = row
+        self.at_batch_end(curs, "transactions", partial(self._replace_transactions, changed))
+
+    def _replace_transactions(self, changed: dict[UUID, dict[str, Any]], curs: Cursor[DictRow]) -> None:
+        """Replaces these transactions' rows by the given ones (read FOR UPDATE by `transactions`, so each
+        is at least as new as the stored one): one DELETE and one INSERT of the rows as JSON records."""
+        table = self.table("transactions")
+        delete = self.statement(
+            ("replace transactions", "delete"),
+            lambda: SQL("DELETE FROM {} WHERE id = ANY(%b::uuid[])").format(table),
+        )
+        insert = self.statement(
+            ("replace transactions", "insert"),
+            lambda: SQL(
+                "INSERT INTO {0} SELECT * FROM jsonb_populate_recordset(NULL::{0}, %s::jsonb)"
+            ).format(table),
+        )
+        curs.execute(delete, (list(changed),))
+        curs.execute(insert, (ROWS_AS_JSON.encode(list(changed.values())).decode(),))
 
     def record_status(
         self,
