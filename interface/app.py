@@ -14,7 +14,7 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
 from litestar.serialization import default_serializer
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from application.adapters.addresses import Bip32AddressBook
 from application.adapters.prices import price_source_from
@@ -66,10 +66,20 @@ class Runtime:
     database_url: str
     reader: Reader
 
+    async def open(self) -> None:
+        """Opens what lives on the server's event loop: the idempotency keys' async pool."""
+        if self.idempotency.async_pool is not None:
+            await self.idempotency.async_pool.open()
+
     def close(self) -> None:
         self.ledger.close()
         self.pool.close()
         self.reader.close()
+
+    async def aclose(self) -> None:
+        if self.idempotency.async_pool is not None:
+            await self.idempotency.async_pool.close()
+        self.close()
 
 
 def build_runtime(database_url: str | None = None) -> Runtime:
@@ -87,14 +97,15 @@ def build_runtime(database_url: str | None = None) -> Runtime:
         env=eventsourcing_env(url, EVENTS_SCHEMA),
     )
     credentials = load_or_create_credentials(settings, var)
-    pool = ConnectionPool(  # idempotency keys, callbacks, health: a request waits at most 3 s for one
-        url,
-        min_size=1,
-        max_size=int(os.environ.get("BROKER_LEDGER_API_POOL_SIZE", "8")),
-        open=True,
-        timeout=3,
+    pool_size = int(os.environ.get("BROKER_LEDGER_API_POOL_SIZE", "8"))
+    # idempotency leases, callbacks, health: a request waits at most 3 s for a connection
+    pool = ConnectionPool(url, min_size=1, max_size=pool_size, open=True, timeout=3)
+    # the requests' claims and answers of idempotency keys, on the event loop (opened with the app); each
+    # statement commits by itself, with no BEGIN and COMMIT round trips around it
+    async_pool = AsyncConnectionPool(
+        url, min_size=1, max_size=pool_size, open=False, timeout=3, kwargs={"autocommit": True}
     )
-    idempotency = IdempotencyStore(pool, API_SCHEMA)
+    idempotency = IdempotencyStore(pool, API_SCHEMA, async_pool)
     idempotency.create_table()
     return Runtime(
         settings=settings,
@@ -215,7 +226,7 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
                 "callbacks": callbacks,
             }
         ),
-        on_startup=[sweeper.start, callbacks.start, *(worker.start for worker in workers)],
-        on_shutdown=[callbacks.stop, *(worker.stop for worker in workers), sweeper.stop, runtime.close],
+        on_startup=[runtime.open, sweeper.start, callbacks.start, *(worker.start for worker in workers)],
+        on_shutdown=[callbacks.stop, *(worker.stop for worker in workers), sweeper.stop, runtime.aclose],
         debug=False,
     )

@@ -30,7 +30,7 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from psycopg import sql
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from interface.problems import ApiProblem
 
@@ -70,12 +70,37 @@ class Claim:
     created: datetime | None = None  # of an owned claim: tells it from a later claim of the same key
 
 
+CLAIM = (
+    "INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)"
+    " VALUES (%s, %s, %s, 'running', now() + make_interval(secs => %s))"
+    " ON CONFLICT (partner, key) DO UPDATE SET fingerprint = excluded.fingerprint,"
+    " state = 'running', lease_until = excluded.lease_until, created = now(),"
+    " status = NULL, headers = NULL, body = NULL"
+    " WHERE t.created < now() - make_interval(hours => %s)"
+    " OR (t.state = 'running' AND t.lease_until < now()"
+    " AND t.fingerprint = excluded.fingerprint)"
+    " RETURNING created"
+)
+SELECT_CLAIMED = "SELECT fingerprint, state, status, headers, body FROM {t} WHERE partner = %s AND key = %s"
+FINISH = "UPDATE {t} SET state = 'done', status = %s, headers = %s, body = %s WHERE partner = %s AND key = %s"
+
+
 class IdempotencyStore:
-    def __init__(self, pool: ConnectionPool, schema: str) -> None:
+    """The keys' table. Requests claim and answer keys on the event loop (`claim_async`, `finish_async`,
+    on `async_pool`): from a worker thread each statement would cost a thread hop besides."""
+
+    def __init__(
+        self, pool: ConnectionPool, schema: str, async_pool: AsyncConnectionPool | None = None
+    ) -> None:
         self.pool = pool
+        self.async_pool = async_pool
         self.table = sql.Identifier(schema, "idempotency_keys")
         self.schema = schema
         self.leases = Leases(self)
+        self._claim, self._select_claimed, self._finish = (
+            sql.SQL(statement).format(t=self.table).as_string()
+            for statement in (CLAIM, SELECT_CLAIMED, FINISH)
+        )
 
     def create_table(self) -> None:
         """Creates the schema and table if missing; workers starting together take turns (two concurrent
@@ -96,28 +121,26 @@ class IdempotencyStore:
     def claim(self, partner: str, key: str, fingerprint: bytes) -> Claim:
         with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
             owned = conn.execute(
-                sql.SQL(
-                    "INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)"
-                    " VALUES (%s, %s, %s, 'running', now() + make_interval(secs => %s))"
-                    " ON CONFLICT (partner, key) DO UPDATE SET fingerprint = excluded.fingerprint,"
-                    " state = 'running', lease_until = excluded.lease_until, created = now(),"
-                    " status = NULL, headers = NULL, body = NULL"
-                    " WHERE t.created < now() - make_interval(hours => %s)"
-                    " OR (t.state = 'running' AND t.lease_until < now()"
-                    " AND t.fingerprint = excluded.fingerprint)"
-                    " RETURNING created"
-                ).format(t=self.table),
-                (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS),
+                self._claim, (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS)
             ).fetchone()
-            row = None
-            if not owned:
-                row = conn.execute(
-                    sql.SQL(
-                        "SELECT fingerprint, state, status, headers, body FROM {}"
-                        " WHERE partner = %s AND key = %s"
-                    ).format(self.table),
-                    (partner, key),
-                ).fetchone()
+            row = None if owned else conn.execute(self._select_claimed, (partner, key)).fetchone()
+        return self._claimed(partner, key, fingerprint, owned, row)
+
+    async def claim_async(self, partner: str, key: str, fingerprint: bytes) -> Claim:
+        """`claim` on the event loop (on `async_pool`, if the store has one)."""
+        if self.async_pool is None:
+            return await anyio.to_thread.run_sync(self.claim, partner, key, fingerprint)
+        async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+            claimed = await conn.execute(self._claim, (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS))
+            owned = await claimed.fetchone()
+            row = (
+                None if owned else await (await conn.execute(self._select_claimed, (partner, key))).fetchone()
+            )
+        return self._claimed(partner, key, fingerprint, owned, row)
+
+    def _claimed(
+        self, partner: str, key: str, fingerprint: bytes, owned: tuple | None, row: tuple | None
+    ) -> Claim:
         if owned:  # committed: only now is the lease this process's to renew
             self.leases.running(partner, key, owned[0])
             return Claim(owned=True, created=owned[0])
@@ -125,13 +148,16 @@ class IdempotencyStore:
 
     def finish(self, partner: str, key: str, response: StoredResponse) -> None:
         with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
-            conn.execute(
-                sql.SQL(
-                    "UPDATE {} SET state = 'done', status = %s, headers = %s, body = %s"
-                    " WHERE partner = %s AND key = %s"
-                ).format(self.table),
-                (response.status, json.dumps(response.headers), response.body, partner, key),
-            )
+            conn.execute(self._finish, _finished(partner, key, response))
+        self.leases.ended(partner, key)
+
+    async def finish_async(self, partner: str, key: str, response: StoredResponse) -> None:
+        """`finish` on the event loop (on `async_pool`, if the store has one)."""
+        if self.async_pool is None:
+            await anyio.to_thread.run_sync(self.finish, partner, key, response)
+            return
+        async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+            await conn.execute(self._finish, _finished(partner, key, response))
         self.leases.ended(partner, key)
 
     def release(self, partner: str, key: str, created: datetime | None = None) -> None:
@@ -218,6 +244,10 @@ class Leases:
                     del self._to_release[partner, key]
 
 
+def _finished(partner: str, key: str, response: StoredResponse) -> tuple[object, ...]:
+    return (response.status, json.dumps(response.headers), response.body, partner, key)
+
+
 def _refusal_or_replay(row: tuple | None, fingerprint: bytes) -> Claim:
     if row is None:  # claimed and released meanwhile: let the client retry
         raise ApiProblem(
@@ -259,7 +289,7 @@ class IdempotencyMiddleware(ASGIMiddleware):
             b"\x1f".join([scope["method"].encode(), scope["path"].encode(), body])
         ).digest()
         store: IdempotencyStore = scope["litestar_app"].state.idempotency
-        claim = await anyio.to_thread.run_sync(store.claim, partner, key, fingerprint)
+        claim = await store.claim_async(partner, key, fingerprint)
         if claim.replay is not None:
             await _send_stored(send, claim.replay)
             return
@@ -281,7 +311,7 @@ class IdempotencyMiddleware(ASGIMiddleware):
             """Stored before the client has the whole answer, so a retry right after it finds it done."""
             if response.status >= 500:
                 return False
-            await anyio.to_thread.run_sync(store.finish, partner, key, response)
+            await store.finish_async(partner, key, response)
             return True
 
         recorder = _ResponseRecorder(send, store_before_the_last_byte)
