@@ -32,14 +32,16 @@ def create_app() -> Litestar:
     return Litestar(route_handlers=[echo])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8001)
+def serve(factory: str, description: str, default_port: int) -> None:
+    """Runs the app `factory` ("module:function") under uvicorn with the options of interface/serve.py,
+    taking --port, --workers and --log-level from the command line (the floor app is served the same way)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--port", type=int, default=default_port)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args()
-    uvicorn.run(  # the options of interface/serve.py
-        "bench.echo_app:create_app",
+    uvicorn.run(
+        factory,
         factory=True,
         host="127.0.0.1",
         port=args.port,
@@ -51,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    serve("bench.echo_app:create_app", __doc__.splitlines()[0], 8001)

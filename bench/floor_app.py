@@ -10,17 +10,15 @@ Run: DATABASE_URL=postgresql://... .venv/bin/python -m bench.floor_app --port 80
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import Any
 
-import uvicorn
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 from litestar import Litestar, get, post
 
 from application.database import ensure_schema, eventsourcing_env
-from bench.echo_app import BuyBody
+from bench.echo_app import BuyBody, serve
 
 SCHEMA = "floor"
 
@@ -53,23 +51,5 @@ def create_app() -> Litestar:
     return Litestar(route_handlers=[place, health], on_shutdown=[orders.close])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8002)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--log-level", default="info")
-    args = parser.parse_args()
-    uvicorn.run(  # the options of interface/serve.py
-        "bench.floor_app:create_app",
-        factory=True,
-        host="127.0.0.1",
-        port=args.port,
-        workers=args.workers,
-        log_level=args.log_level,
-        access_log=False,
-        timeout_graceful_shutdown=10,
-    )
-
-
 if __name__ == "__main__":
-    main()
+    serve("bench.floor_app:create_app", __doc__.splitlines()[0], 8002)
