@@ -68,8 +68,7 @@ class Runtime:
 
     async def open(self) -> None:
         """Opens what lives on the server's event loop: the idempotency keys' async pool."""
-        if self.idempotency.async_pool is not None:
-            await self.idempotency.async_pool.open()
+        await self.idempotency.async_pool.open()
 
     def close(self) -> None:
         self.ledger.close()
@@ -77,8 +76,7 @@ class Runtime:
         self.reader.close()
 
     async def aclose(self) -> None:
-        if self.idempotency.async_pool is not None:
-            await self.idempotency.async_pool.close()
+        await self.idempotency.async_pool.close()
         self.close()
 
 

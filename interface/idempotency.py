@@ -86,12 +86,10 @@ FINISH = "UPDATE {t} SET state = 'done', status = %s, headers = %s, body = %s WH
 
 
 class IdempotencyStore:
-    """The keys' table. Requests claim and answer keys on the event loop (`claim_async`, `finish_async`,
-    on `async_pool`): from a worker thread each statement would cost a thread hop besides."""
+    """The keys' table. Requests claim and answer keys on the event loop, on `async_pool` (from a worker
+    thread each statement would cost a thread hop besides); the lease thread and releases use `pool`."""
 
-    def __init__(
-        self, pool: ConnectionPool, schema: str, async_pool: AsyncConnectionPool | None = None
-    ) -> None:
+    def __init__(self, pool: ConnectionPool, schema: str, async_pool: AsyncConnectionPool) -> None:
         self.pool = pool
         self.async_pool = async_pool
         self.table = sql.Identifier(schema, "idempotency_keys")
@@ -118,44 +116,20 @@ class IdempotencyStore:
                 ).format(self.table)
             )
 
-    def claim(self, partner: str, key: str, fingerprint: bytes) -> Claim:
-        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
-            owned = conn.execute(
-                self._claim, (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS)
-            ).fetchone()
-            row = None if owned else conn.execute(self._select_claimed, (partner, key)).fetchone()
-        return self._claimed(partner, key, fingerprint, owned, row)
-
-    async def claim_async(self, partner: str, key: str, fingerprint: bytes) -> Claim:
-        """`claim` on the event loop (on `async_pool`, if the store has one)."""
-        if self.async_pool is None:
-            return await anyio.to_thread.run_sync(self.claim, partner, key, fingerprint)
+    async def claim(self, partner: str, key: str, fingerprint: bytes) -> Claim:
         async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
             claimed = await conn.execute(self._claim, (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS))
             owned = await claimed.fetchone()
             row = (
                 None if owned else await (await conn.execute(self._select_claimed, (partner, key))).fetchone()
             )
-        return self._claimed(partner, key, fingerprint, owned, row)
-
-    def _claimed(
-        self, partner: str, key: str, fingerprint: bytes, owned: tuple | None, row: tuple | None
-    ) -> Claim:
         if owned:  # committed: only now is the lease this process's to renew
             self.leases.running(partner, key, owned[0])
             return Claim(owned=True, created=owned[0])
         return _refusal_or_replay(row, fingerprint)
 
-    def finish(self, partner: str, key: str, response: StoredResponse) -> None:
-        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
-            conn.execute(self._finish, _finished(partner, key, response))
-        self.leases.ended(partner, key)
-
-    async def finish_async(self, partner: str, key: str, response: StoredResponse) -> None:
-        """`finish` on the event loop (on `async_pool`, if the store has one)."""
-        if self.async_pool is None:
-            await anyio.to_thread.run_sync(self.finish, partner, key, response)
-            return
+    async def finish(self, partner: str, key: str, response: StoredResponse) -> None:
+        """Stores the answer of the request that claimed `key`."""
         async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
             await conn.execute(self._finish, _finished(partner, key, response))
         self.leases.ended(partner, key)
@@ -289,7 +263,7 @@ class IdempotencyMiddleware(ASGIMiddleware):
             b"\x1f".join([scope["method"].encode(), scope["path"].encode(), body])
         ).digest()
         store: IdempotencyStore = scope["litestar_app"].state.idempotency
-        claim = await store.claim_async(partner, key, fingerprint)
+        claim = await store.claim(partner, key, fingerprint)
         if claim.replay is not None:
             await _send_stored(send, claim.replay)
             return
@@ -311,7 +285,7 @@ class IdempotencyMiddleware(ASGIMiddleware):
             """Stored before the client has the whole answer, so a retry right after it finds it done."""
             if response.status >= 500:
                 return False
-            await store.finish_async(partner, key, response)
+            await store.finish(partner, key, response)
             return True
 
         recorder = _ResponseRecorder(send, store_before_the_last_byte)

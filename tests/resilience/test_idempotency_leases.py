@@ -12,13 +12,15 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import psycopg
 import pytest
-from psycopg_pool import ConnectionPool
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from interface import idempotency
-from interface.idempotency import IdempotencyStore
+from interface.idempotency import Claim, IdempotencyStore
 from interface.problems import ApiProblem
 from tests.resilience.processes import PrivateCluster
 
@@ -27,58 +29,74 @@ RENEW = 0.2
 FINGERPRINT = b"same request"
 
 
+@dataclass
+class Keys:
+    """The store, and an event loop (in a thread of its own) on which the tests claim keys as requests do."""
+
+    store: IdempotencyStore
+    loop: BlockingPortal
+
+    def claim(self, key: str) -> Claim:
+        return self.loop.call(self.store.claim, "demo", key, FINGERPRINT)
+
+
 @pytest.fixture
-def store(private_cluster: PrivateCluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[IdempotencyStore]:
+def keys(private_cluster: PrivateCluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[Keys]:
     monkeypatch.setattr(idempotency, "LEASE_SECONDS", LEASE)
     monkeypatch.setattr(idempotency, "RENEW_SECONDS", RENEW)
     url = private_cluster.create_database(f"leases_{uuid.uuid4().hex[:12]}")
-    with ConnectionPool(url, min_size=1, max_size=4, open=True) as pool:
-        store = IdempotencyStore(pool, "api")
+    async_pool = AsyncConnectionPool(url, min_size=1, max_size=4, open=False, kwargs={"autocommit": True})
+    with ConnectionPool(url, min_size=1, max_size=4, open=True) as pool, start_blocking_portal() as loop:
+        loop.call(async_pool.open)
+        store = IdempotencyStore(pool, "api", async_pool)
         store.create_table()
-        yield store
+        try:
+            yield Keys(store, loop)
+        finally:
+            loop.call(async_pool.close)
 
 
-def claim_refused(store: IdempotencyStore, key: str) -> str:
+def claim_refused(keys: Keys, key: str) -> str:
     with pytest.raises(ApiProblem) as refused:
-        store.claim("demo", key, FINGERPRINT)
+        keys.claim(key)
     return refused.value.code
 
 
 def test_a_running_claim_is_renewed_so_a_retry_waits_however_long_the_request_runs(
-    store: IdempotencyStore,
+    keys: Keys,
 ) -> None:
-    assert store.claim("demo", "slow", FINGERPRINT).owned
+    assert keys.claim("slow").owned
     time.sleep(2 * LEASE)
-    assert claim_refused(store, "slow") == "idempotency_request_in_progress"
-    store.leases.ended("demo", "slow")
+    assert claim_refused(keys, "slow") == "idempotency_request_in_progress"
+    keys.store.leases.ended("demo", "slow")
 
 
-def test_a_claim_nobody_renews_lapses_and_its_retry_takes_it_over(store: IdempotencyStore) -> None:
-    claim = store.claim("demo", "orphan", FINGERPRINT)
-    store.leases.ended("demo", "orphan")  # as if its process had been killed: nobody renews it any more
-    assert claim_refused(store, "orphan") == "idempotency_request_in_progress"
+def test_a_claim_nobody_renews_lapses_and_its_retry_takes_it_over(keys: Keys) -> None:
+    claim = keys.claim("orphan")
+    keys.store.leases.ended("demo", "orphan")  # as if its process had been killed: nobody renews it any more
+    assert claim_refused(keys, "orphan") == "idempotency_request_in_progress"
     time.sleep(LEASE + 2 * RENEW)
-    taken = store.claim("demo", "orphan", FINGERPRINT)
+    taken = keys.claim("orphan")
     assert taken.owned and taken.created != claim.created
 
 
 def test_a_release_that_failed_is_done_once_the_database_answers_again(
-    store: IdempotencyStore, monkeypatch: pytest.MonkeyPatch
+    keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    claim = store.claim("demo", "unlucky", FINGERPRINT)
-    forget = store.forget
+    claim = keys.claim("unlucky")
+    forget = keys.store.forget
 
     def unreachable(claims: list) -> None:
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(store, "forget", unreachable)
-    store.release("demo", "unlucky", claim.created)  # does not raise: the release is kept for later
-    assert claim_refused(store, "unlucky") == "idempotency_request_in_progress"
-    monkeypatch.setattr(store, "forget", forget)
+    monkeypatch.setattr(keys.store, "forget", unreachable)
+    keys.store.release("demo", "unlucky", claim.created)  # does not raise: the release is kept for later
+    assert claim_refused(keys, "unlucky") == "idempotency_request_in_progress"
+    monkeypatch.setattr(keys.store, "forget", forget)
     deadline = time.monotonic() + LEASE / 2  # well before the lease could lapse
     while time.monotonic() < deadline:
         try:
-            assert store.claim("demo", "unlucky", FINGERPRINT).owned
+            assert keys.claim("unlucky").owned
             return
         except ApiProblem:
             time.sleep(RENEW / 4)
