@@ -8,13 +8,14 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
+from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import RecordConflictError
 
 from application.log import LedgerLog
@@ -82,39 +83,45 @@ class LedgerBase(LedgerLog):
 
         A use case that needs several aggregates pays one round trip instead of one each. Only for a block
         that saves at its end: what it finds is as of the start of the block."""
-        select_events_of = getattr(self.recorder, "select_events_of", None)
-        if select_events_of is None:  # the library's recorder (BROKER_LEDGER_GROUP_COMMIT=off)
+        histories = self._histories(aggregate_ids)
+        if histories is None:
             yield
             return
-        events: dict[UUID, list[Any]] = {aggregate_id: [] for aggregate_id in aggregate_ids}
-        for stored in select_events_of(aggregate_ids, self._snapshots_table()):
-            events[stored.originator_id].append(self.mapper.to_domain_event(stored))
-        token = _loaded.set(events)
+        token = _loaded.set(histories)
         try:
             yield
         finally:
             _loaded.reset(token)
 
-    def _snapshots_table(self) -> str | None:
-        return self.snapshots.recorder.events_table_name if self.snapshots is not None else None
-
     def find(self, aggregate_id: UUID) -> Any | None:
-        """The aggregate rebuilt from its events, or from its latest snapshot and the events since (as
-        `loading` read them ahead, or read now), None if it has none."""
+        """The aggregate rebuilt from its latest snapshot and the events since (as `loading` read them
+        ahead, or read now), None if it has none."""
         loaded = _loaded.get()
         events = loaded.get(aggregate_id) if loaded is not None else None
         if events is None:
-            events = self._history(aggregate_id)
+            histories = self._histories([aggregate_id])
+            if histories is None:
+                try:
+                    return self.repository.get(aggregate_id)
+                except AggregateNotFoundError:
+                    return None
+            events = histories[aggregate_id]
         aggregate = None
         for domain_event in events:
             aggregate = domain_event.mutate(aggregate)
         return aggregate
 
-    def _history(self, aggregate_id: UUID) -> Iterable[Any]:
+    def _histories(self, aggregate_ids: Sequence[UUID]) -> dict[UUID, list[Any]] | None:
+        """The domain events of these aggregates, each from its latest snapshot on, in one query; None with
+        the library's recorder (BROKER_LEDGER_GROUP_COMMIT=off), which has no such query."""
         select_events_of = getattr(self.recorder, "select_events_of", None)
-        if select_events_of is None:  # the library's recorder (BROKER_LEDGER_GROUP_COMMIT=off)
-            return self.events.get(aggregate_id)
-        return map(self.mapper.to_domain_event, select_events_of([aggregate_id], self._snapshots_table()))
+        if select_events_of is None:
+            return None
+        snapshots = self.snapshots.recorder.events_table_name if self.snapshots is not None else None
+        histories: dict[UUID, list[Any]] = {aggregate_id: [] for aggregate_id in aggregate_ids}
+        for stored in select_events_of(aggregate_ids, snapshots):
+            histories[stored.originator_id].append(self.mapper.to_domain_event(stored))
+        return histories
 
     def address_pool(self, crypto: str) -> AddressPool:
         """The crypto-currency's deposit address pool (from its latest snapshot and the events since)."""
