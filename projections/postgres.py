@@ -150,10 +150,12 @@ class ReadModel(PostgresTrackingRecorder):
             curs.execute(statement, columns([row]))
             return
         rows = kept.setdefault(f"kept {name}", {})
-        if not rows:  # (a later `forget_row` may leave none to write)
-            self.at_batch_end(
-                curs, name, lambda c: rows and c.execute(statement, columns(list(rows.values())))
-            )
+
+        def write(cursor: Cursor[DictRow]) -> None:
+            if rows:  # (`forget_row` may have left none)
+                cursor.execute(statement, columns(list(rows.values())))
+
+        self.at_batch_end(curs, name, write)
         rows[key] = row
 
     def forget_row(self, curs: Cursor[DictRow], name: str, statement: SQL, key: Hashable) -> None:

@@ -31,10 +31,15 @@ from domain.transaction import Order, Status, Transaction, balance_mutation
 from projections.postgres import ReadModel, columns
 from projections.read_tables import AMOUNT_COLUMNS, TABLES, VOLUME_SUMS, create_statements
 
-# Rows as JSON records for jsonb_populate_recordset: amounts as exact decimal strings, times in ISO 8601.
-ROWS_AS_JSON = msgspec.json.Encoder(
-    enc_hook=lambda value: value.obj if isinstance(value, Jsonb) else str(value)
-)
+
+def _jsonb_value(value: Any) -> Any:
+    if isinstance(value, Jsonb):
+        return value.obj
+    raise TypeError(f"a read-model row holds a {type(value).__name__}, which has no JSON form here")
+
+
+# Rows as JSON records for jsonb_populate_recordset: amounts as exact decimal strings, times in RFC 3339.
+ROWS_AS_JSON = msgspec.json.Encoder(enc_hook=_jsonb_value)
 VOLUME_KEY = ("partner", "customer_code", "payment_method_code", "type", "currency_code", "crypto_code")
 CREATE_LOCK = 0x52454144_4D4F444C  # serialises concurrent creation of the tables by several workers
 
