@@ -8,7 +8,6 @@ from decimal import Decimal
 from application.commands import BuyRequest
 from domain.deposits import AddressPool
 from domain.limits import LimitWindow, period_key
-from tests.application.conftest import open_btc_account, register_active
 
 
 def test_the_address_pool_is_snapshotted_every_hundred_versions_and_loads_from_the_latest(make_ledger):
@@ -24,20 +23,10 @@ def test_the_address_pool_is_snapshotted_every_hundred_versions_and_loads_from_t
 
 
 def test_a_busy_customers_limit_window_loads_from_its_snapshot_and_counts_every_reservation(
-    make_ledger, addresses, clock
+    ledger, active_customer_with_btc_account, clock
 ):
-    ledger = make_ledger()
-    address = addresses.next()
-    register_active(ledger, "demo", "busy", "Plus")
-    open_btc_account(ledger, "demo", "busy", address)
-    request = BuyRequest(
-        customer_code="busy",
-        currency="EUR",
-        crypto="BTC",
-        fiat_value=Decimal("10.01"),
-        destination_address=address,
-        payment_method="BANK_EUR_BUY",
-    )
+    _, account = active_customer_with_btc_account("demo", "busy", "Plus")
+    request = BuyRequest("busy", "EUR", "BTC", Decimal("10.01"), account.customer_address, "BANK_EUR_BUY")
     codes = [ledger.create_buy("demo", request, stage=False).code for _ in range(40)]
 
     window_id = LimitWindow.create_id("demo", "busy", "buy", period_key("monthly", clock.now()))
