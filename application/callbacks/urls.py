@@ -5,9 +5,14 @@ settings) and again just before each delivery, against the addresses its host re
 connects to one of exactly those addresses (see `sender`), so a DNS answer that changes between the check
 and the connection cannot point it elsewhere. The rules:
 
-- `https` only, to a host name (or canonical IP address) whose every address is public: not loopback,
-  private, link-local, carrier-grade NAT, documentation, multicast, reserved, IPv4-mapped or -translated
-  IPv6, 6to4 or Teredo. Special-use names (`localhost`, `*.internal`, `*.local`, ...) are refused outright.
+- `https` only, to a host name (or canonical IP address) whose every address is public. That is decided by
+  the address, not by a list of bad ranges: it must be global unicast (`is_global`, not multicast or
+  reserved, and for IPv6 inside 2000::/3, which leaves out the IPv4-compatible, -mapped and -translated
+  forms, NAT64, unique- and link-local, site-local, SRv6 SIDs and multicast); a few ranges whose
+  `is_global` differs between Python versions are refused on every version (`NOT_GLOBAL`: 6to4, Teredo
+  and the rest of 2001::/23, 3fff::/20, 192.0.0.0/24, 192.88.99.0/24); and every IPv4 address an IPv6
+  address carries (`embedded_ipv4`) must be public too. Special-use names (`localhost`, `*.internal`,
+  `*.local`, ...) are refused outright.
 - No user information (`user:pass@`), no fragment, no percent-encoding, spaces, control characters or
   backslashes, ASCII only (IDN hosts in their `xn--` form).
 - IPv4 addresses only as four decimal numbers without leading zeros: decimal (`2130706433`), octal
@@ -34,37 +39,23 @@ MAX_URL_LENGTH = 2048
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Sequence[str]]  # host, port -> addresses; OSError when it does not resolve
 
-NOT_PUBLIC = tuple(
+GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")  # every other IPv6 range is special or unassigned
+# Ranges that `is_global` calls global in some Python versions (older ones such as 3.11.7, or 3.12.4 and
+# newer) or in all, and that no callback has a reason to use: with them the rule is the same on every version.
+NOT_GLOBAL = tuple(
     ipaddress.ip_network(network)
     for network in (
-        "0.0.0.0/8",
-        "10.0.0.0/8",
-        "100.64.0.0/10",  # carrier-grade NAT
-        "127.0.0.0/8",
-        "169.254.0.0/16",
-        "172.16.0.0/12",
-        "192.0.0.0/24",
-        "192.0.2.0/24",
-        "192.88.99.0/24",
-        "192.168.0.0/16",
-        "198.18.0.0/15",
-        "198.51.100.0/24",
-        "203.0.113.0/24",
-        "224.0.0.0/4",
-        "240.0.0.0/4",
-        "::/128",
-        "::1/128",
-        "::ffff:0:0/96",  # IPv4-mapped
-        "64:ff9b::/96",  # NAT64, an IPv4 address inside
-        "64:ff9b:1::/48",
-        "100::/64",
-        "2001::/23",  # Teredo and other special-purpose blocks
-        "2001:db8::/32",
-        "2002::/16",  # 6to4, an IPv4 address inside
-        "fc00::/7",
-        "fe80::/10",
-        "ff00::/8",
+        "192.0.0.0/24",  # IETF protocol assignments (global for older versions but .0/29 and .170/31)
+        "192.88.99.0/24",  # 6to4 relay anycast, deprecated (global for every version)
+        "2001::/23",  # IETF protocol assignments: Teredo, ORCHID, AMT, AS112... (newer: some global)
+        "2002::/16",  # 6to4, deprecated (global for older versions)
+        "3fff::/20",  # documentation (global for older versions)
     )
+)
+# IPv6 forms whose last 32 bits are an IPv4 address (local-use NAT64 read with a /96 prefix, its usual one)
+IPV4_IN_LAST_32_BITS = tuple(
+    ipaddress.IPv6Network(network)
+    for network in ("::/96", "::ffff:0:0/96", "::ffff:0:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48")
 )
 SPECIAL_NAMES = ("localhost", "local", "localdomain", "internal", "intranet", "lan", "home.arpa", "arpa")
 SPECIAL_NAMES += ("onion", "invalid", "test")
@@ -75,12 +66,39 @@ CANONICAL_IPV4 = re.compile(rf"{OCTET}(\.{OCTET}){{3}}")
 
 
 def is_public(address: Address) -> bool:
-    """Whether connecting to `address` reaches the public internet and nothing of ours."""
-    if isinstance(address, ipaddress.IPv6Address) and (address.ipv4_mapped or address.scope_id):
+    """Whether connecting to `address` reaches the public internet and nothing of ours: a global unicast
+    address, and so is every IPv4 address an IPv6 one carries (translated, NAT64, 6to4, Teredo)."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return _is_global_unicast(address)
+    return _is_global_unicast(address) and all(_is_global_unicast(ipv4) for ipv4 in embedded_ipv4(address))
+
+
+def _is_global_unicast(address: Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and (address.scope_id or address not in GLOBAL_UNICAST_V6):
+        return False  # IPv4-compatible, -mapped and -translated forms, NAT64, ULA, link- and site-local...
+    if not address.is_global or address.is_multicast or address.is_reserved:
         return False
-    if not address.is_global or address.is_multicast:
-        return False
-    return not any(address in network for network in NOT_PUBLIC if network.version == address.version)
+    return not any(address in network for network in NOT_GLOBAL if network.version == address.version)
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address carries, which a connection to it may reach: the IPv4-compatible
+    (`::a.b.c.d`), -mapped, -translated and NAT64 forms, 6to4, and Teredo (its server and its client)."""
+    if address.is_unspecified or address.is_loopback:
+        return ()  # :: and ::1, not forms of 0.0.0.0 and 0.0.0.1
+    if any(address in network for network in IPV4_IN_LAST_32_BITS):
+        return (ipaddress.IPv4Address(address.packed[-4:]),)
+    if address.sixtofour is not None:
+        return (address.sixtofour,)
+    return address.teredo or ()
+
+
+def _described(address: Address) -> str:
+    """The address, and the IPv4 addresses it carries if any: `::7f00:1 (an IPv6 form of 127.0.0.1)`."""
+    carried = embedded_ipv4(address) if isinstance(address, ipaddress.IPv6Address) else ()
+    if not carried:
+        return str(address)
+    return f"{address} (an IPv6 form of {' and '.join(str(ipv4) for ipv4 in carried)})"
 
 
 @dataclass(frozen=True)
@@ -158,7 +176,8 @@ class CallbackUrlPolicy:
             for address in addresses:
                 if not is_public(address):
                     raise _refused(
-                        url, f"its host {parsed.host} resolves to the non-public address {address}"
+                        url,
+                        f"its host {parsed.host} resolves to the non-public address {_described(address)}",
                     )
         return ResolvedUrl(parsed, addresses)
 
@@ -171,7 +190,7 @@ class CallbackUrlPolicy:
             raise _refused(url, "it must use https (plain http only to hosts in callback_http_hosts)")
         if not allow_listed:
             if address is not None and not is_public(address):
-                raise _refused(url, f"{address} is not a public address")
+                raise _refused(url, f"{_described(address)} is not a public address")
             if address is None and _special(host):
                 raise _refused(url, f"{host} is a special-use or local name, not a public host")
         return CallbackUrl(url, scheme, host, port, address, allow_listed)

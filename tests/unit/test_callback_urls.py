@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from application.callbacks.urls import CallbackUrlPolicy, is_public
+from application.callbacks.urls import CallbackUrlPolicy, embedded_ipv4, is_public
 from application.settings import (
     DEFAULT_SETTINGS,
     PaymentMethod,
@@ -33,6 +33,17 @@ DNS = {
     "127.0.0.1.nip.io": ["127.0.0.1"],
     "localhost": ["127.0.0.1", "::1"],
 }
+# issue 11, item 5: IPv6 addresses that carry a private IPv4 address or lie in a non-global range
+NON_GLOBAL_IPV6 = [
+    "::7f00:1",  # IPv4-compatible 127.0.0.1
+    "::127.0.0.1",
+    "::ffff:0:7f00:1",  # IPv4-translated 127.0.0.1
+    "::a9fe:a9fe",  # IPv4-compatible 169.254.169.254, the cloud metadata service
+    "fec0::1",  # site-local, deprecated
+    "3fff::1",  # documentation
+    "5f00::1",  # SRv6 SIDs
+]
+DNS |= {f"v6-{index}.partner.example": [address] for index, address in enumerate(NON_GLOBAL_IPV6)}
 
 
 class FakeResolver:
@@ -117,6 +128,8 @@ HOSTILE = [
     "https://127.0.0.1.nip.io/cb",
     "https://unknown.partner.example/cb",  # does not resolve
     "https://hooks.partner.example/" + "x" * 2100,
+    *(f"https://[{address}]/cb" for address in NON_GLOBAL_IPV6),
+    *(f"https://v6-{index}.partner.example/cb" for index in range(len(NON_GLOBAL_IPV6))),
 ]
 
 GOOD = [
@@ -218,19 +231,117 @@ def test_a_slow_or_failing_resolver_refuses_the_url() -> None:
         (PUBLIC_V4, True),
         (PUBLIC_V6, True),
         ("8.8.8.8", True),
+        ("2001:4860:4860::8888", True),
+        ("2a00:1450:4001:80b::200e", True),
         ("100.63.255.255", True),
-        ("100.64.0.0", False),
+        ("100.64.0.0", False),  # shared address space (carrier-grade NAT)
         ("100.127.255.255", False),
         ("127.255.0.1", False),
         ("172.31.255.255", False),
+        ("0.1.2.3", False),
+        ("192.0.0.1", False),
+        ("198.18.0.1", False),
+        ("198.19.255.255", False),
+        ("192.88.99.1", False),  # 6to4 relay anycast
+        ("224.0.0.1", False),
+        ("239.255.255.250", False),
+        ("240.0.0.1", False),
+        ("255.255.255.255", False),
         ("::ffff:8.8.8.8", False),
         ("64:ff9b::808:808", False),
+        ("64:ff9b:1::808:808", False),
         ("2001:db8::1", False),
         ("ff02::1", False),
+        ("ff0e::1", False),  # global-scope multicast
+        ("fc00::1", False),
+        ("fd12:3456:789a::1", False),
+        ("fe80::1", False),
+        ("fe80::1%eth0", False),
+        ("100::1", False),  # discard
+        ("2001:10::1", False),  # ORCHID
+        ("2001:2::1", False),  # benchmarking
+        ("4000::1", False),  # unassigned, outside 2000::/3
     ],
 )
 def test_which_addresses_are_public(address: str, public: bool) -> None:
     assert is_public(ipaddress.ip_address(address)) is public
+
+
+@pytest.mark.parametrize("address", NON_GLOBAL_IPV6)
+def test_an_ipv6_address_outside_the_global_unicast_space_is_not_public(address: str) -> None:
+    assert not is_public(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "::8.8.8.8",  # IPv4-compatible addresses are deprecated, whatever IPv4 address they carry
+        "::ffff:0:808:808",  # IPv4-translated
+        "2002:808:808::1",  # 6to4, deprecated
+        "2001:0:808:808::f7f7:f7f7",  # Teredo, server 8.8.8.8 and client 8.8.8.8
+    ],
+)
+def test_an_ipv6_form_of_a_public_ipv4_address_is_not_public_either(address: str) -> None:
+    assert not is_public(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "192.0.0.9",  # newer Python versions (3.12.4 and up) call these global, older ones do not
+        "192.0.0.10",
+        "2001:1::1",
+        "2001:3::1",
+        "2001:4:112::1",
+        "2001:20::1",  # ORCHIDv2
+        "2001:30::1",
+        "2002:808:808::1",  # older versions (this 3.11.7) call 6to4 global, newer ones do not
+        "3fff::1",  # documentation, global for older versions
+    ],
+)
+def test_an_address_whose_is_global_depends_on_the_python_version_is_not_public(address: str) -> None:
+    assert not is_public(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize(
+    ("address", "carried"),
+    [
+        ("::7f00:1", ["127.0.0.1"]),  # IPv4-compatible
+        ("::a9fe:a9fe", ["169.254.169.254"]),
+        ("::ffff:10.0.0.1", ["10.0.0.1"]),  # IPv4-mapped
+        ("::ffff:0:7f00:1", ["127.0.0.1"]),  # IPv4-translated
+        ("64:ff9b::a00:1", ["10.0.0.1"]),  # NAT64
+        ("64:ff9b:1::c0a8:1", ["192.168.0.1"]),  # local-use NAT64
+        ("2002:7f00:1::1", ["127.0.0.1"]),  # 6to4
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", ["65.54.227.120", "192.0.2.45"]),  # Teredo server, client
+        ("::1", []),
+        ("::", []),
+        (PUBLIC_V6, []),
+    ],
+)
+def test_the_ipv4_addresses_an_ipv6_address_carries(address: str, carried: list[str]) -> None:
+    assert [str(ipv4) for ipv4 in embedded_ipv4(ipaddress.IPv6Address(address))] == carried
+
+
+@pytest.mark.parametrize(
+    ("address", "carried"),
+    [("2001:0:808:808::3f57:fefe", "192.168.1.1"), ("2001:0:a00:1::f7f7:f7f7", "10.0.0.1")],
+)
+def test_a_teredo_address_is_judged_by_its_server_and_by_its_client(address: str, carried: str) -> None:
+    teredo = ipaddress.IPv6Address(address)
+    assert carried in [str(ipv4) for ipv4 in embedded_ipv4(teredo)]
+    assert not is_public(teredo)
+
+
+def test_the_refusal_names_the_ipv4_address_an_ipv6_address_carries(policy: CallbackUrlPolicy) -> None:
+    with pytest.raises(
+        CallbackUrlRefused, match=r"::7f00:1 \(an IPv6 form of 127\.0\.0\.1\) is not a public"
+    ):
+        policy.accept("https://[::7f00:1]/hook")
+    with pytest.raises(
+        CallbackUrlRefused, match=r"non-public address ::a9fe:a9fe \(an IPv6 form of 169\.254"
+    ):
+        policy.accept(f"https://v6-{NON_GLOBAL_IPV6.index('::a9fe:a9fe')}.partner.example/hook")
 
 
 def with_method(settings: Settings, code: str, **changes: object) -> Settings:
