@@ -12,8 +12,10 @@ from application.ports import PriceSource
 from application.settings import Direction, PaymentMethod, Settings
 from domain.errors import (
     AmountChoiceInvalid,
+    CallbackUrlRefused,
     CryptoUnknown,
     CurrencyUnknown,
+    IdempotencyKeyReused,
     PaymentMethodMismatch,
     PaymentMethodUnknown,
 )
@@ -100,6 +102,55 @@ class OrderDesk:
             deposit_path=path,
             customer_ip=request.customer_ip,
         )
+
+    def check_same_request(self, order: Order, request: BuyRequest | SellRequest) -> None:
+        """A create under a code already recorded must be a retry of the request that recorded it: the key
+        it came under was reused (after 24 hours, or after a failure released it) for another request."""
+        if not self._same_request(order, request):
+            raise IdempotencyKeyReused(
+                f"transaction {order.code} was created under this Idempotency-Key with another request; "
+                "use a new key for a new request"
+            )
+
+    def _same_request(self, order: Order, request: BuyRequest | SellRequest) -> bool:
+        quote = order.quote
+        common = (
+            order.customer_code == request.customer_code
+            and order.currency == request.currency
+            and order.crypto == request.crypto
+            and order.payment_method == request.payment_method
+            and quote.requested_price == request.requested_price
+            and order.payment_reference == request.payment_reference
+            and order.data == dict(request.data)
+            and order.customer_ip == request.customer_ip
+            and self._same_callback_url(order, request.callback_url)
+        )
+        if isinstance(request, SellRequest):
+            return (
+                common
+                and order.type == TransactionType.SELL
+                and order.account_code == request.account_code
+                and quote.requested_fiat == request.fiat_value
+                and quote.requested_crypto == request.crypto_amount
+            )
+        return (
+            common
+            and order.type == TransactionType.BUY
+            and request.account_code in (None, order.account_code)
+            and order.destination_address == request.destination_address
+            and quote.requested_fiat == request.fiat_value
+            and order.bank_account_number == request.bank_account_number
+            and order.blockchain_message == request.blockchain_message
+        )
+
+    def _same_callback_url(self, order: Order, requested: str | None) -> bool:
+        if requested is None:
+            method = self.settings.payment_methods.get(order.payment_method)
+            return method is not None and order.callback_url == method.callback_url
+        try:
+            return order.callback_url == self.callback_urls.parse(requested).url
+        except CallbackUrlRefused:
+            return False
 
     def payment_method(self, code: str, direction: Direction, currency: str) -> PaymentMethod:
         method = self.settings.payment_methods.get(code)

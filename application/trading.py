@@ -45,6 +45,7 @@ class Trading(LedgerBase):
             with self.loading(*self._reads_of_a_create(partner, code, request, account_code, "buy", now)):
                 existing = self.find(Transaction.create_id(partner, code))
                 if existing is not None:
+                    self.desk.check_same_request(existing.order, request)
                     return existing
                 customer = self._active_customer(partner, request.customer_code)
                 account = self._buy_account(partner, request)
@@ -109,6 +110,7 @@ class Trading(LedgerBase):
             with self.loading(*reads, AddressPool.create_id(request.crypto)):
                 existing = self.find(Transaction.create_id(partner, code))
                 if existing is not None:
+                    self.desk.check_same_request(existing.order, request)
                     return existing
                 customer = self._active_customer(partner, request.customer_code)
                 self._sell_account(partner, request)

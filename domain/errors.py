@@ -34,6 +34,9 @@ def _error(name: str, code: str, kind: Refusal, title: str) -> type[DomainError]
 
 
 ValidationFailed = _error("ValidationFailed", "validation_failed", Refusal.INVALID, "Invalid request")
+IdempotencyKeyReused = _error(
+    "IdempotencyKeyReused", "idempotency_key_reused", Refusal.INVALID, "Idempotency-Key reused"
+)
 CustomerNotFound = _error("CustomerNotFound", "customer_not_found", Refusal.NOT_FOUND, "Customer not found")
 CustomerAlreadyExists = _error(
     "CustomerAlreadyExists", "customer_already_exists", Refusal.CONFLICT, "Customer already exists"

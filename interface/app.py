@@ -44,6 +44,7 @@ from interface.problems import EXCEPTION_HANDLERS
 from interface.rate_limits import RateLimitMiddleware
 from interface.reading import Reader
 from interface.security import UNAUTHENTICATED_PATHS, BearerAuthentication
+from interface.text import StorableTextMiddleware
 from projections.catalog import PROJECTIONS, READ_MODELS
 from projections.runner import ProjectionWorker, open_view
 
@@ -202,6 +203,7 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
             "reader": Provide(lambda: runtime.reader, use_cache=True, sync_to_thread=False),
         },
         middleware=[
+            StorableTextMiddleware(),  # first: no text the ledger cannot store reaches anything else
             DefineMiddleware(BearerAuthentication, exclude=UNAUTHENTICATED_PATHS),
             RateLimitMiddleware(runtime.settings.rate_limits),  # after authentication: keyed by client
             IdempotencyMiddleware(),

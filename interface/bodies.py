@@ -4,11 +4,16 @@ Litestar's default path decodes a body to Python builtins first (amounts become 
 then converts it leniently ("5" passes for an integer, "1.5" for an amount). Here numbers with a fraction or
 exponent are decoded as `Decimal` from their text, types are checked strictly, and an amount given as a
 string is refused, as the API document says.
+
+Before the schema, a body must be sent as `application/json` (415 otherwise), name each key of an object
+once (422 `duplicate_key`: which of two values was meant cannot be known) and hold only text the ledger can
+store (422 `text_not_storable`, see `interface.text`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -16,7 +21,11 @@ import msgspec
 from litestar import Request
 from litestar.exceptions import ClientException, ValidationException
 
+from interface.problems import RequestRefused
+from interface.text import refuse_unstorable_body
+
 EXACT_JSON = msgspec.json.Decoder(float_hook=Decimal)
+JSON_MEDIA_TYPE = "application/json"
 
 
 class StrictJsonRequest(Request):
@@ -24,18 +33,36 @@ class StrictJsonRequest(Request):
         field = self.route_handler.parsed_data_field
         if field is None:
             return await super().json()
-        return decode_body(await self.body(), field.annotation)
+        body = await self.body()
+        if body:
+            check_media_type(self.headers.get("content-type"))
+        return decode_body(body, field.annotation)
+
+
+def check_media_type(content_type: str | None) -> None:
+    """A JSON body must say so: `application/json`, with a UTF-8 charset parameter or none."""
+    media_type, _, parameters = (content_type or "").partition(";")
+    charset = next(
+        (
+            value.strip().strip('"').lower()
+            for name, _, value in (part.partition("=") for part in parameters.split(";"))
+            if name.strip().lower() == "charset"
+        ),
+        "utf-8",
+    )
+    if media_type.strip().lower() != JSON_MEDIA_TYPE or charset not in ("utf-8", "utf8"):
+        given = content_type or "no Content-Type"
+        raise RequestRefused(
+            415,
+            "unsupported_media_type",
+            f"send the body as JSON with Content-Type: application/json (charset utf-8 if any); got {given}",
+        )
 
 
 def decode_body(body: bytes, target: Any) -> Any:
-    try:
-        raw = EXACT_JSON.decode(body or b"null")
-    except msgspec.DecodeError as error:
-        raise ClientException(f"the request body is not valid JSON: {error}") from None
-    except UnicodeDecodeError as error:  # msgspec raises it for a string that is not UTF-8
-        raise ClientException(f"the request body is not valid UTF-8: {error.reason}") from None
-    except RecursionError:  # nesting deeper than the decoder's stack allows
-        raise ClientException("the request body is not valid JSON: it is nested too deeply") from None
+    raw = _decode_json(body or b"null")
+    _refuse_duplicate_keys(body)
+    refuse_unstorable_body(raw)
     problems: list[str] = []
     raw = _as_declared(raw, _type_info(target), "$", problems)
     try:
@@ -47,6 +74,53 @@ def decode_body(body: bytes, target: Any) -> Any:
             "; ".join(problems), extra=[{"message": problem, "source": "body"} for problem in problems]
         )
     return value
+
+
+def _decode_json(body: bytes) -> Any:
+    try:
+        return EXACT_JSON.decode(body)
+    except msgspec.DecodeError as error:
+        return _decode_with_lone_surrogates(body, error)
+    except UnicodeDecodeError as error:  # msgspec raises it for a string that is not UTF-8
+        raise ClientException(f"the request body is not valid UTF-8: {error.reason}") from None
+    except RecursionError:  # nesting deeper than the decoder's stack allows
+        raise ClientException("the request body is not valid JSON: it is nested too deeply") from None
+
+
+def _decode_with_lone_surrogates(body: bytes, error: msgspec.DecodeError) -> Any:
+    """JSON may escape a lone surrogate (`"\\ud800"`), which msgspec refuses as if the text were cut off: such
+    a body is read again so that the refusal names the field (422) rather than calling the JSON broken."""
+    if b"\\u" in body:
+        try:
+            return json.loads(body, parse_float=Decimal, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            pass
+    raise ClientException(f"the request body is not valid JSON: {error}") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _refuse_duplicate_keys(body: bytes) -> None:
+    duplicates: list[str] = []
+
+    def collect(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                duplicates.append(key)
+            seen.add(key)
+        return {}
+
+    if body and b'"' in body:
+        try:
+            json.loads(body, object_pairs_hook=collect, parse_float=str, parse_int=str)
+        except RecursionError:
+            raise ClientException("the request body is not valid JSON: it is nested too deeply") from None
+    if duplicates:
+        errors = [f"key {key!r} appears more than once in one object; send it once" for key in duplicates]
+        raise RequestRefused(422, "duplicate_key", "; ".join(errors), errors=errors)
 
 
 @functools.cache

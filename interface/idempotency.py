@@ -1,10 +1,19 @@
 """`Idempotency-Key` on POST and PUT, stored durably in PostgreSQL, scoped to the partner.
 
-The same key with the same request within 24 hours replays the first response byte for byte (with
-`Idempotent-Replayed: true`); the same key with another request is 422 `idempotency_key_reused`; the same
-key while the first request still runs is 409. A request that died while running (its lease lapsed) may be
-taken over by its retry; creates are safe to rerun because their transaction code derives from the key
-(`transaction_code_for`), so the rerun finds the transaction the first run recorded.
+The rules, as Stripe documents them:
+- The same key with the same request within 24 hours replays the first response byte for byte (with
+  `Idempotent-Replayed: true`); the same key with another request is 422 `idempotency_key_reused`; the same
+  key while the first request still runs is 409. "The same request" is the same method, path, query string,
+  `api_version` and body (`fingerprint`).
+- A response is stored only once a use case ran on a complete, well-formed request: a body cut off by a
+  client that went away, a refusal of the request as sent (400, 413, 415, a body that breaks the schema) and
+  a 5xx store nothing, so the key stays free for the corrected request or the retry.
+- A request that died while running (its lease lapsed) may be taken over by its retry, and only the request
+  holding the claim may store the answer: a late first request cannot overwrite its retry's.
+- Creates are safe to rerun because their transaction code derives from partner, route and key
+  (`transaction_code_for`), so the rerun finds the transaction the first run recorded; a create whose code
+  exists with another request (the key reused after 24 hours or after a 5xx) is 422
+  `idempotency_key_reused`, never the other transaction.
 
 Leases are short and renewed (`Leases`) while their requests run, so the claim of a process that was killed
 lapses within LEASE_SECONDS rather than blocking its retries for a minute. A claim whose release failed
@@ -32,7 +41,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from interface.problems import ApiProblem
+from interface.problems import ApiProblem, refused_before_execution
 
 HEADER = b"idempotency-key"
 MAX_BODY = 64 * 1024
@@ -49,9 +58,24 @@ CREATE_LOCK = int.from_bytes(
 )
 
 
-def transaction_code_for(partner: str, key: str) -> str:
-    """The code a transaction created under an idempotency key gets: the same on every retry."""
-    return "TX" + hashlib.sha256(f"{partner}\x1f{key}".encode()).hexdigest()[:16].upper()
+def transaction_code_for(partner: str, route: str, key: str) -> str:
+    """The code a transaction created under an idempotency key gets: the same on every retry of the same
+    route, another on another route (a buy and a sell never share one)."""
+    return "TX" + hashlib.sha256(f"{partner}\x1f{route}\x1f{key}".encode()).hexdigest()[:16].upper()
+
+
+def fingerprint(scope: Scope, body: bytes) -> bytes:
+    """What makes two requests under one key the same request: method, path, query string, api_version and
+    body."""
+    versions = [value for name, value in scope["headers"] if name == b"api_version"]
+    parts = [
+        scope["method"].encode(),
+        scope["path"].encode(),
+        scope.get("query_string", b""),
+        *versions,
+        body,
+    ]
+    return hashlib.sha256(b"\x1f".join(parts)).digest()
 
 
 @dataclass(frozen=True)
@@ -82,7 +106,10 @@ CLAIM = (
     " RETURNING created"
 )
 SELECT_CLAIMED = "SELECT fingerprint, state, status, headers, body FROM {t} WHERE partner = %s AND key = %s"
-FINISH = "UPDATE {t} SET state = 'done', status = %s, headers = %s, body = %s WHERE partner = %s AND key = %s"
+FINISH = (
+    "UPDATE {t} SET state = 'done', status = %s, headers = %s, body = %s"
+    " WHERE partner = %s AND key = %s AND created = %s AND state = 'running'"
+)
 
 
 class IdempotencyStore:
@@ -128,11 +155,18 @@ class IdempotencyStore:
             return Claim(owned=True, created=owned[0])
         return _refusal_or_replay(row, fingerprint)
 
-    async def finish(self, partner: str, key: str, response: StoredResponse) -> None:
-        """Stores the answer of the request that claimed `key`."""
+    async def finish(self, partner: str, key: str, created: datetime, response: StoredResponse) -> bool:
+        """Stores the answer of the request that claimed `key` at `created`; False (nothing stored) when
+        that claim is no longer this request's (its lease lapsed and a retry took it over)."""
         async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
-            await conn.execute(self._finish, _finished(partner, key, response))
+            finished = await conn.execute(self._finish, _finished(partner, key, created, response))
         self.leases.ended(partner, key)
+        if finished.rowcount == 0:
+            log.warning(
+                "Idempotency-Key %r of %s was taken over by a retry; its answer is not stored", key, partner
+            )
+            return False
+        return True
 
     def release(self, partner: str, key: str, created: datetime | None = None) -> None:
         """Forgets a claim whose request failed for a passing reason, so a retry runs it again. When the
@@ -218,8 +252,8 @@ class Leases:
                     del self._to_release[partner, key]
 
 
-def _finished(partner: str, key: str, response: StoredResponse) -> tuple[object, ...]:
-    return (response.status, json.dumps(response.headers), response.body, partner, key)
+def _finished(partner: str, key: str, created: datetime, response: StoredResponse) -> tuple[object, ...]:
+    return (response.status, json.dumps(response.headers), response.body, partner, key, created)
 
 
 def _refusal_or_replay(row: tuple | None, fingerprint: bytes) -> Claim:
@@ -258,12 +292,11 @@ class IdempotencyMiddleware(ASGIMiddleware):
         # a replay answers for the route, so it needs what the route needs (role, api_version)
         await scope["route_handler"].authorize_connection(ASGIConnection(scope))
         body = await _read_body(receive)
+        if body is None:  # the client went away before sending the whole body: nothing to answer
+            return
         partner = scope["user"].partner
-        fingerprint = hashlib.sha256(
-            b"\x1f".join([scope["method"].encode(), scope["path"].encode(), body])
-        ).digest()
         store: IdempotencyStore = scope["litestar_app"].state.idempotency
-        claim = await store.claim(partner, key, fingerprint)
+        claim = await store.claim(partner, key, fingerprint(scope, body))
         if claim.replay is not None:
             await _send_stored(send, claim.replay)
             return
@@ -279,20 +312,21 @@ class IdempotencyMiddleware(ASGIMiddleware):
         store: IdempotencyStore,
         partner: str,
         key: str,
-        created: datetime | None,
+        created: datetime,
     ) -> None:
-        async def store_before_the_last_byte(response: StoredResponse) -> bool:
-            """Stored before the client has the whole answer, so a retry right after it finds it done."""
-            if response.status >= 500:
-                return False
-            await store.finish(partner, key, response)
-            return True
+        async def settle_before_the_last_byte(response: StoredResponse) -> None:
+            """Stores the answer, or frees the key, before the client has the whole answer, so that a retry
+            right after it finds the key done or free."""
+            executed = response.status < 500 and not refused_before_execution(scope)
+            if executed and await store.finish(partner, key, created, response):
+                return
+            await anyio.to_thread.run_sync(store.release, partner, key, created)
 
-        recorder = _ResponseRecorder(send, store_before_the_last_byte)
+        recorder = _ResponseRecorder(send, settle_before_the_last_byte)
         try:
             await next_app(scope, _replay_body(body), recorder.send)
         finally:
-            if not recorder.stored:
+            if not recorder.settled:
                 await anyio.to_thread.run_sync(store.release, partner, key, created)
 
 
@@ -303,13 +337,14 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole body, or None when the client disconnected before sending all of it."""
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            break
+            return None
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY:
@@ -334,13 +369,13 @@ def _replay_body(body: bytes) -> Receive:
 
 
 class _ResponseRecorder:
-    def __init__(self, send: Send, on_complete: Callable[[StoredResponse], Awaitable[bool]]) -> None:
+    def __init__(self, send: Send, on_complete: Callable[[StoredResponse], Awaitable[None]]) -> None:
         self._send = send
         self._on_complete = on_complete
         self.status: int | None = None
         self.headers: list[tuple[str, str]] = []
         self.chunks: list[bytes] = []
-        self.stored = False
+        self.settled = False  # the answer stored or the key released
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -354,7 +389,8 @@ class _ResponseRecorder:
             self.chunks.append(message.get("body", b""))
             if not message.get("more_body", False) and self.status is not None:
                 response = StoredResponse(self.status, self.headers, b"".join(self.chunks))
-                self.stored = await self._on_complete(response)
+                await self._on_complete(response)
+                self.settled = True
         await self._send(message)
 
 

@@ -13,6 +13,7 @@ from eventsourcing.persistence import InterfaceError, OperationalError
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.types import Scope
 from psycopg_pool import PoolTimeout
 
 from domain.errors import DomainError, Refusal
@@ -71,6 +72,25 @@ class ApiProblem(HTTPException):
         self.errors = errors if errors is not None else [detail]
 
 
+class RequestRefused(ApiProblem):
+    """A refusal of the request as it was sent (its media type, JSON, text), before any use case ran."""
+
+
+REFUSED_BEFORE_EXECUTION = "refused_before_execution"
+NOT_EXECUTED_STATUSES = frozenset({400, 413, 415})
+
+
+def _mark_refused_before_execution(request: Request, error: HTTPException) -> None:
+    """Tells the Idempotency-Key middleware that no use case ran, so the answer is not stored for the key:
+    the client may correct the request and send it again under the same key."""
+    if isinstance(error, RequestRefused | ValidationException) or error.status_code in NOT_EXECUTED_STATUSES:
+        request.scope.setdefault("state", {})[REFUSED_BEFORE_EXECUTION] = True
+
+
+def refused_before_execution(scope: Scope) -> bool:
+    return bool(scope.get("state", {}).get(REFUSED_BEFORE_EXECUTION))
+
+
 def problem_response(
     status: int,
     code: str,
@@ -96,7 +116,8 @@ def domain_error(_: Request, error: DomainError) -> Response[Problem]:
     return problem_response(status, error.code, error.detail, error.errors, error.title, headers)
 
 
-def http_error(_: Request, error: HTTPException) -> Response[Problem]:
+def http_error(request: Request, error: HTTPException) -> Response[Problem]:
+    _mark_refused_before_execution(request, error)
     if isinstance(error, ApiProblem):
         return problem_response(
             error.status_code, error.code, error.detail, error.errors, headers=error.headers

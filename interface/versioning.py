@@ -1,5 +1,6 @@
 """The `api_version` header: every endpoint serves one version (1.2, or 1.1 for the alternative sell
-status update); a missing header or another version is refused with 400 and the supported value."""
+status update); a missing header, a repeated one or another version is refused with 400 and the
+supported value."""
 
 from __future__ import annotations
 
@@ -26,7 +27,15 @@ def api_version_parameter(version: str = CURRENT) -> Parameter:
 
 def check_api_version(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
     supported = handler.opt.get("api_version", CURRENT)
-    given = connection.headers.get(HEADER)
+    values = connection.headers.getall(HEADER, [])
+    if len(values) > 1:
+        raise ApiProblem(
+            400,
+            "api_version_repeated",
+            f"the header api_version was sent {len(values)} times ({', '.join(map(repr, values))}); "
+            f"send it once, as {supported}",
+        )
+    given = values[0] if values else None
     if given is None:
         raise ApiProblem(
             400,

@@ -71,5 +71,8 @@ def principal(request: Request) -> Principal:
 
 
 def code_for(request: Request, key: str | None) -> str | None:
-    """The transaction code of a create under an idempotency key, so a retry finds the first one."""
-    return transaction_code_for(principal(request).partner, key) if key else None
+    """The transaction code of a create under an idempotency key, so a retry of the same route finds the
+    first one."""
+    if not key:
+        return None
+    return transaction_code_for(principal(request).partner, request.scope["path_template"], key)

@@ -136,7 +136,7 @@ def bought(api: Api, customer: Customer) -> Decimal:
 def assert_never_created(api: Api, key: str) -> None:
     """No transaction was ever recorded under the Idempotency-Key `key`: its history, read from the event
     store (not a read model), does not exist."""
-    code = transaction_code_for("demo", key)
+    code = transaction_code_for("demo", "/brokerbuy", key)
     expect_problem(api.get(f"/transactions/custodian/{code}/history"), 404, "transaction_not_found")
 
 
@@ -192,7 +192,9 @@ def test_refused_writes_write_nothing_and_their_keys_stay_free(
         wait_as_told(refused)
         key = refused_keys[0]
         retried = writer.post_json("/brokerbuy", buy_body(customer, 10), {"Idempotency-Key": key})
-        assert expect(retried, 201)["transaction"]["transactionCode"] == transaction_code_for("demo", key)
+        assert expect(retried, 201)["transaction"]["transactionCode"] == transaction_code_for(
+            "demo", "/brokerbuy", key
+        )
         assert "idempotent-replayed" not in retried.headers
 
 
@@ -301,7 +303,9 @@ def test_a_burst_of_oversized_and_malformed_bodies_is_refused_without_a_5xx_nor_
             assert_never_created(broker, key)
     key = next(key for refused, key in sends if key and refused.status == 413)
     created = broker.post_json("/brokerbuy", buy_body(customer, 10), {"Idempotency-Key": key})
-    assert expect(created, 201)["transaction"]["transactionCode"] == transaction_code_for("demo", key)
+    assert expect(created, 201)["transaction"]["transactionCode"] == transaction_code_for(
+        "demo", "/brokerbuy", key
+    )
     assert "idempotent-replayed" not in created.headers
     assert bought(broker, customer) == 10
 

@@ -210,7 +210,7 @@ def settle(api: Api, unsettled: dict[str, dict[str, Any]], bound: float) -> Sett
 
 
 def expected_code(key: str) -> str:
-    return transaction_code_for(PARTNER, key)
+    return transaction_code_for(PARTNER, "/brokerbuy", key)
 
 
 def transactions_in_store(database_url: str, customers: list[Customer]) -> Counter:

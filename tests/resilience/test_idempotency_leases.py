@@ -20,7 +20,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from interface import idempotency
-from interface.idempotency import Claim, IdempotencyStore
+from interface.idempotency import Claim, IdempotencyStore, StoredResponse
 from interface.problems import ApiProblem
 from tests.resilience.processes import PrivateCluster
 
@@ -101,3 +101,22 @@ def test_a_release_that_failed_is_done_once_the_database_answers_again(
         except ApiProblem:
             time.sleep(RENEW / 4)
     pytest.fail("the failed release was not done again within half a lease")
+
+
+def test_a_late_first_request_cannot_overwrite_the_answer_of_the_retry_that_took_its_key_over(
+    keys: Keys,
+) -> None:
+    first = keys.claim("late")
+    keys.store.leases.ended("demo", "late")  # the first request stalls: nobody renews its lease
+    time.sleep(LEASE + 2 * RENEW)
+    retry = keys.claim("late")
+    retry_answer = StoredResponse(201, [], b"the retry's answer")
+    assert keys.loop.call(keys.store.finish, "demo", "late", retry.created, retry_answer)
+
+    stored_late = keys.loop.call(
+        keys.store.finish, "demo", "late", first.created, StoredResponse(201, [], b"the first's answer")
+    )
+
+    assert not stored_late
+    replay = keys.claim("late").replay
+    assert replay is not None and replay.body == b"the retry's answer"
