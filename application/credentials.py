@@ -1,16 +1,30 @@
 """Credentials: secrets kept outside the settings file, in the var directory.
 
-On first start every configured client without a `secret_hash` gets a random secret. Only its
-argon2 hash is kept (`credentials.json`); the plaintext goes once to `client-secrets.txt` so a
-developer can use the OAuth2 flow. The same JSON holds the token signing key (unless
-`BROKER_LEDGER_TOKEN_KEY` is set) and a Standard Webhooks secret per partner (unless the partner's
-`callback_secret` is set). Later starts reuse what is stored and only add what is missing. Several
-worker processes may start at once: they take a file lock, the first one writes, the others read.
+On first start every configured client without a `secret_hash` gets a random 256-bit secret. Only
+its HMAC-SHA-256 under the service's own key (`secret_hash_key`) is kept (`credentials.json`); the
+plaintext goes once to `client-secrets.txt` so a developer can use the OAuth2 flow. The same JSON
+holds the token signing key (unless `BROKER_LEDGER_TOKEN_KEY` is set) and a Standard Webhooks secret
+per partner (unless the partner's `callback_secret` is set). Later starts reuse what is stored and
+only add what is missing. Several worker processes may start at once: they take a file lock, the
+first one writes, the others read.
+
+Why HMAC and not argon2, and what happens to argon2 hashes (see `application.secret_hashes`): a
+generated secret cannot be guessed, so a slow password hash only let anyone burn 64 MiB and a few
+hundred ms of CPU per `POST /connect/token`. The choice made: new records are HMAC (microseconds
+to check) and unknown clients are checked against an HMAC dummy. Records stored as argon2 before
+are migrated, since the plaintext of a generated secret is still at hand in most cases:
+- on start, under the lock: a record whose secret is in `client-secrets.txt` (a client's last line)
+  and matches is rewritten as HMAC, once (one argon2 check per such client, ever);
+- otherwise (the file was deleted or lacks the client) on the client's first successful login, in
+  memory and in `credentials.json`.
+Until then, and for a `secret_hash` in the settings (the operator's own, which we never rewrite),
+argon2 checks are bounded per process: one at a time, and an attempt that finds no turn within a
+short wait is refused (`SecretChecksBusy`).
 
 ```
 var/                   0700
-  credentials.json     0600  {"version": 1, "signing_key": "<base64>",
-                              "clients": {"<id>": {"secret_hash": "$argon2id$..."}},
+  credentials.json     0600  {"version": 1, "signing_key": "<base64>", "secret_hash_key": "<base64>",
+                              "clients": {"<id>": {"secret_hash": "hmac-sha256$<base64>"}},
                               "callback_secrets": {"<partner>": "whsec_..."}}
   client-secrets.txt   0600  client_id=secret per generated secret; appended, never rewritten
   credentials.lock     0600  lock file for fcntl.flock
@@ -24,19 +38,22 @@ import binascii
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import secrets
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
 
+from application.secret_hashes import SecretHasher, is_hmac_hash
 from application.settings import Settings
+
+log = logging.getLogger("broker_ledger.credentials")
 
 VAR_ENV = "BROKER_LEDGER_VAR"
 TOKEN_KEY_ENV = "BROKER_LEDGER_TOKEN_KEY"
@@ -47,6 +64,7 @@ SECRETS_FILE = "client-secrets.txt"
 LOCK_FILE = "credentials.lock"
 FORMAT_VERSION = 1
 MIN_KEY_BYTES = 32
+SECRET_HASH_KEY = "secret_hash_key"  # the HMAC key of client secrets, in credentials.json
 
 
 class CredentialsError(Exception):
@@ -67,19 +85,28 @@ def var_dir() -> Path:
 
 
 class Credentials:
-    """Read-only view of the clients, the token signing key and the partners' callback secrets."""
+    """View of the clients, the token signing key and the partners' callback secrets.
+
+    The only change it makes: a client stored with an argon2 hash (`migratable`) gets it rewritten as
+    HMAC on its first successful login, here and in the store (`var_dir`, when given).
+    """
 
     def __init__(
         self,
         clients: dict[str, ClientRecord],
         signing_key: bytes,
         callback_secrets: dict[str, str],
-        hasher: PasswordHasher | None = None,
+        hasher: SecretHasher,
+        *,
+        var_dir: Path | None = None,
+        migratable: frozenset[str] = frozenset(),
     ) -> None:
         self._clients = clients
         self.signing_key = signing_key
         self._callback_secrets = callback_secrets
-        self._hasher = hasher or PasswordHasher()
+        self._hasher = hasher
+        self._var_dir = var_dir
+        self._migratable = migratable
 
     def client(self, client_id: str) -> ClientRecord | None:
         return self._clients.get(client_id)
@@ -90,15 +117,17 @@ class Credentials:
     def verify_secret(self, client_id: str, secret: str) -> ClientRecord | None:
         """The client if `secret` is its secret, else None.
 
-        An unknown client is checked against a dummy hash, so the answer takes as long as for a
-        known one.
+        An unknown client is checked against a dummy HMAC, so the answer takes as long as for a known
+        client stored as HMAC. `SecretChecksBusy` when an argon2 hash cannot be checked now.
         """
         record = self._clients.get(client_id)
-        secret_hash = record.secret_hash if record is not None else self._dummy_hash
-        try:
-            self._hasher.verify(secret_hash, secret)
-        except (VerificationError, InvalidHashError):
+        if record is None:
+            self._hasher.verify(self._dummy_hash, secret)
             return None
+        if not self._hasher.verify(record.secret_hash, secret):
+            return None
+        if client_id in self._migratable and not is_hmac_hash(record.secret_hash):
+            return self._migrate(record, secret)
         return record
 
     def callback_secret(self, partner: str) -> str:
@@ -107,23 +136,42 @@ class Credentials:
 
     @cached_property
     def _dummy_hash(self) -> str:
-        return self._hasher.hash(secrets.token_urlsafe(32))
+        return self._hasher.dummy_hash()
+
+    def _migrate(self, record: ClientRecord, secret: str) -> ClientRecord:
+        """`record` with its argon2 hash replaced by the HMAC of `secret`, which it was just checked to be.
+
+        If the store cannot be written, the client stays migrated in this process and is checked with
+        argon2 again after a restart.
+        """
+        migrated = replace(record, secret_hash=self._hasher.hash(secret))
+        self._clients[record.client_id] = migrated
+        if self._var_dir is None:
+            return migrated
+        try:
+            _store_migrated_hash(self._var_dir, record.client_id, record.secret_hash, migrated.secret_hash)
+        except (OSError, CredentialsError) as error:
+            log.warning("client %s: its stored secret hash stays argon2: %s", record.client_id, error)
+        return migrated
 
 
 def load_or_create_credentials(
-    settings: Settings, var_dir: Path, *, hasher: PasswordHasher | None = None
+    settings: Settings, var_dir: Path, *, argon2: PasswordHasher | None = None
 ) -> Credentials:
     """Load the stored credentials, generating and storing whatever is missing for `settings`.
 
-    `hasher` is for tests that want cheaper argon2 parameters; production uses the library's
-    defaults.
+    `argon2` checks the argon2 hashes still accepted (tests give cheaper parameters); production uses
+    the library's defaults.
     """
-    hasher = hasher or PasswordHasher()
     owners = _client_owners(settings)
     var_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     with _locked(var_dir / LOCK_FILE):
         stored = _read_store(var_dir / CREDENTIALS_FILE)
-        new_secrets, changed = _complete(stored, settings, hasher)
+        changed = _complete_keys(stored)
+        hasher = SecretHasher(_secret_hash_key(stored), argon2 or PasswordHasher())
+        migrated = _migrate_known_secrets(stored, var_dir / SECRETS_FILE, hasher)
+        new_secrets, completed = _complete(stored, settings, hasher)
+        changed = changed or migrated or completed
         if changed:
             # Plaintext first: if we stop between the two writes, the next start makes new secrets
             # and appends them (a client's last line counts) rather than keep unusable hashes.
@@ -138,6 +186,8 @@ def load_or_create_credentials(
             for code, partner in settings.partners.items()
         },
         hasher=hasher,
+        var_dir=var_dir,
+        migratable=_stored_client_ids(settings, owners),
     )
 
 
@@ -154,10 +204,48 @@ def _client_owners(settings: Settings) -> dict[str, str]:
     return owners
 
 
+def _complete_keys(stored: dict[str, Any]) -> bool:
+    """Add the keys missing from `stored`, in place; whether it changed."""
+    changed = False
+    if not stored.get(SECRET_HASH_KEY):
+        stored[SECRET_HASH_KEY] = base64.b64encode(secrets.token_bytes(MIN_KEY_BYTES)).decode()
+        changed = True
+    if not os.environ.get(TOKEN_KEY_ENV) and not stored.get("signing_key"):
+        stored["signing_key"] = base64.b64encode(secrets.token_bytes(MIN_KEY_BYTES)).decode()
+        changed = True
+    return changed
+
+
+def _migrate_known_secrets(stored: dict[str, Any], secrets_file: Path, hasher: SecretHasher) -> bool:
+    """Rewrite as HMAC, in place, every stored argon2 hash whose secret `secrets_file` holds; whether any."""
+    legacy = {
+        client_id: entry["secret_hash"]
+        for client_id, entry in stored["clients"].items()
+        if not is_hmac_hash(entry["secret_hash"])
+    }
+    known = _read_secrets(secrets_file) if legacy else {}
+    changed = False
+    for client_id, secret_hash in legacy.items():
+        secret = known.get(client_id)
+        if secret is not None and hasher.verify(secret_hash, secret):
+            stored["clients"][client_id]["secret_hash"] = hasher.hash(secret)
+            changed = True
+    return changed
+
+
+def _read_secrets(path: Path) -> dict[str, str]:
+    """The generated secrets, `client_id=secret` per line (a client's last line counts); {} if unreadable."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
 def _complete(
-    stored: dict[str, Any], settings: Settings, hasher: PasswordHasher
+    stored: dict[str, Any], settings: Settings, hasher: SecretHasher
 ) -> tuple[list[tuple[str, str]], bool]:
-    """Add what is missing to `stored`, in place.
+    """Add the missing client secrets and callback secrets to `stored`, in place.
 
     Returns the new plaintext secrets and whether `stored` changed.
     """
@@ -176,10 +264,16 @@ def _complete(
         if partner.callback_secret is None and code not in callback_secrets:
             callback_secrets[code] = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
             changed = True
-    if not os.environ.get(TOKEN_KEY_ENV) and not stored.get("signing_key"):
-        stored["signing_key"] = base64.b64encode(secrets.token_bytes(MIN_KEY_BYTES)).decode()
-        changed = True
     return new_secrets, changed
+
+
+def _stored_client_ids(settings: Settings, owners: dict[str, str]) -> frozenset[str]:
+    """The clients whose secret hash is in credentials.json rather than in the settings."""
+    return frozenset(
+        client_id
+        for client_id, partner in owners.items()
+        if settings.partners[partner].clients[client_id].secret_hash is None
+    )
 
 
 def _records(settings: Settings, owners: dict[str, str], stored: dict[str, Any]) -> dict[str, ClientRecord]:
@@ -198,17 +292,33 @@ def _records(settings: Settings, owners: dict[str, str], stored: dict[str, Any])
 def _signing_key(stored: dict[str, Any]) -> bytes:
     from_env = os.environ.get(TOKEN_KEY_ENV)
     source = TOKEN_KEY_ENV if from_env else CREDENTIALS_FILE
-    encoded = from_env or stored["signing_key"]
+    return _decode_key(from_env or stored["signing_key"], source, "the token signing key")
+
+
+def _secret_hash_key(stored: dict[str, Any]) -> bytes:
+    return _decode_key(stored[SECRET_HASH_KEY], CREDENTIALS_FILE, f"the {SECRET_HASH_KEY}")
+
+
+def _decode_key(encoded: str, source: str, what: str) -> bytes:
     standard = encoded.strip().replace("-", "+").replace("_", "/")  # accept url-safe base64 too
     try:
         key = base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
     except (binascii.Error, ValueError):
-        raise CredentialsError(f"{source}: the token signing key is not valid base64") from None
+        raise CredentialsError(f"{source}: {what} is not valid base64") from None
     if len(key) < MIN_KEY_BYTES:
-        raise CredentialsError(
-            f"{source}: the token signing key must be base64 of at least {MIN_KEY_BYTES} bytes"
-        )
+        raise CredentialsError(f"{source}: {what} must be base64 of at least {MIN_KEY_BYTES} bytes")
     return key
+
+
+def _store_migrated_hash(var_dir: Path, client_id: str, old_hash: str, new_hash: str) -> None:
+    """Replace the stored `old_hash` of `client_id` by `new_hash`, unless another process already has."""
+    with _locked(var_dir / LOCK_FILE):
+        stored = _read_store(var_dir / CREDENTIALS_FILE)
+        entry = stored["clients"].get(client_id)
+        if entry is None or entry.get("secret_hash") != old_hash:
+            return
+        entry["secret_hash"] = new_hash
+        _write_atomically(var_dir / CREDENTIALS_FILE, stored)
 
 
 def _read_store(path: Path) -> dict[str, Any]:

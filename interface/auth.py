@@ -194,10 +194,15 @@ def parse_bearer(header_value: str | None) -> str:
 
 
 class FailedAttempts:
-    """Failed authentication attempts per key (client id and remote address), in a sliding window.
+    """Failed authentication attempts in a sliding window, counted twice: per client id and remote
+    address, and per remote address whatever the client id.
 
-    Once `limit` failures fall inside the last `window_seconds`, `check` answers how many seconds
-    to wait. In memory and per process; thread-safe.
+    `check` answers how many seconds to wait once `limit` failures of the client id from the address,
+    or `address_limit` failures of any client ids from the address, fall inside the last
+    `window_seconds`. The second count stops a flood of made-up client ids from one address (each of
+    them new to the first count); it counts failures of known clients too, so that being refused never
+    tells whether a client id exists, and it is not cleared by a success. In memory and per process;
+    thread-safe.
     """
 
     MAX_KEYS = 10_000
@@ -207,44 +212,61 @@ class FailedAttempts:
         limit: int = 10,
         window_seconds: float = 60,
         *,
+        address_limit: int = 30,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.limit = limit
+        self.address_limit = address_limit
         self.window = window_seconds
         self._now = now
-        self._failures: dict[str, deque[float]] = {}
+        self._failures: dict[tuple[str, ...], deque[float]] = {}
         self._lock = threading.Lock()
 
-    @staticmethod
-    def key(client_id: str, remote_address: str | None) -> str:
-        return f"{client_id}\x00{remote_address or '-'}"
-
-    def check(self, key: str) -> int | None:
+    def check(self, client_id: str, remote_address: str | None) -> int | None:
         """Seconds to wait before trying again (for `Retry-After`), or None if allowed now."""
         with self._lock:
             now = self._now()
-            failures = self._recent(key, now)
-            if failures is None or len(failures) < self.limit:
-                return None
-            oldest_counted = failures[-self.limit]
-            return max(1, math.ceil(oldest_counted + self.window - now))
+            waits = [
+                self._wait(key, limit, now) for key, limit in self._keys_and_limits(client_id, remote_address)
+            ]
+        found = [wait for wait in waits if wait is not None]
+        return max(found) if found else None
 
-    def record_failure(self, key: str) -> None:
+    def record_failure(self, client_id: str, remote_address: str | None) -> None:
         with self._lock:
             now = self._now()
-            failures = self._recent(key, now)
-            if failures is None:
-                if len(self._failures) >= self.MAX_KEYS:
-                    self._sweep(now)
-                failures = self._failures[key] = deque(maxlen=self.limit)
-            failures.append(now)
+            for key, limit in self._keys_and_limits(client_id, remote_address):
+                self._record(key, limit, now)
 
-    def clear(self, key: str) -> None:
-        """Forget the failures of `key`, e.g. after a successful attempt."""
+    def clear(self, client_id: str, remote_address: str | None) -> None:
+        """Forget the failures of the client id from the address, e.g. after a successful attempt."""
         with self._lock:
-            self._failures.pop(key, None)
+            self._failures.pop(_client_key(client_id, remote_address), None)
 
-    def _recent(self, key: str, now: float) -> deque[float] | None:
+    def _keys_and_limits(
+        self, client_id: str, remote_address: str | None
+    ) -> list[tuple[tuple[str, ...], int]]:
+        return [
+            (_client_key(client_id, remote_address), self.limit),
+            (_address_key(remote_address), self.address_limit),
+        ]
+
+    def _wait(self, key: tuple[str, ...], limit: int, now: float) -> int | None:
+        failures = self._recent(key, now)
+        if failures is None or len(failures) < limit:
+            return None
+        oldest_counted = failures[-limit]
+        return max(1, math.ceil(oldest_counted + self.window - now))
+
+    def _record(self, key: tuple[str, ...], limit: int, now: float) -> None:
+        failures = self._recent(key, now)
+        if failures is None:
+            if len(self._failures) >= self.MAX_KEYS:
+                self._sweep(now)
+            failures = self._failures[key] = deque(maxlen=limit)
+        failures.append(now)
+
+    def _recent(self, key: tuple[str, ...], now: float) -> deque[float] | None:
         failures = self._failures.get(key)
         if failures is None:
             return None
@@ -260,3 +282,11 @@ class FailedAttempts:
             self._recent(key, now)
         while len(self._failures) >= self.MAX_KEYS:  # still full: forget the oldest keys
             del self._failures[next(iter(self._failures))]
+
+
+def _client_key(client_id: str, remote_address: str | None) -> tuple[str, ...]:
+    return ("client", client_id, remote_address or "-")
+
+
+def _address_key(remote_address: str | None) -> tuple[str, ...]:
+    return ("address", remote_address or "-")

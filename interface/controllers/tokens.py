@@ -8,7 +8,8 @@ from litestar import Controller, Request, post
 from litestar.enums import RequestEncodingType
 from litestar.params import Body
 
-from application.credentials import Credentials
+from application.credentials import ClientRecord, Credentials
+from application.secret_hashes import SecretChecksBusy
 from interface.auth import FailedAttempts, InvalidScope, TokenService
 from interface.controllers.common import problems
 from interface.problems import ApiProblem
@@ -27,6 +28,42 @@ def _basic_credentials(request: Request) -> tuple[str, str] | None:
             400, "invalid_request", "the Basic authorization header is not valid base64"
         ) from None
     return client_id, secret
+
+
+def _authenticated_client(request: Request, client_id: str, secret: str) -> ClientRecord:
+    """The client whose secret this is; 429 while the client id or the address has failed too often
+    (checked before the secret, so refused attempts cost nothing) or while the secret cannot be checked
+    now, 401 for an unknown client or a wrong secret."""
+    attempts: FailedAttempts = request.app.state.failed_attempts
+    address = request.client.host if request.client else None
+    retry_after = attempts.check(client_id, address)
+    if retry_after is not None:
+        raise ApiProblem(
+            429,
+            "too_many_failed_attempts",
+            "too many failed attempts; retry later",
+            headers={"Retry-After": str(retry_after)},
+        )
+    credentials: Credentials = request.app.state.credentials
+    try:
+        client = credentials.verify_secret(client_id, secret)
+    except SecretChecksBusy as busy:
+        raise ApiProblem(
+            429,
+            "secret_checks_busy",
+            "too many secrets are being checked at once; retry shortly",
+            headers={"Retry-After": str(busy.retry_after)},
+        ) from None
+    if client is None:
+        attempts.record_failure(client_id, address)
+        raise ApiProblem(
+            401,
+            "invalid_client",
+            "unknown client or wrong secret",
+            headers={"WWW-Authenticate": 'Basic realm="broker-ledger"'},
+        )
+    attempts.clear(client_id, address)
+    return client
 
 
 class TokenController(Controller):
@@ -53,27 +90,7 @@ class TokenController(Controller):
             raise ApiProblem(
                 400, "invalid_request", "give client_id and client_secret (form fields or Basic auth)"
             )
-        attempts: FailedAttempts = request.app.state.failed_attempts
-        key = FailedAttempts.key(client_id, request.client.host if request.client else None)
-        retry_after = attempts.check(key)
-        if retry_after is not None:
-            raise ApiProblem(
-                429,
-                "too_many_failed_attempts",
-                "too many failed attempts; retry later",
-                headers={"Retry-After": str(retry_after)},
-            )
-        credentials: Credentials = request.app.state.credentials
-        client = credentials.verify_secret(client_id, secret)
-        if client is None:
-            attempts.record_failure(key)
-            raise ApiProblem(
-                401,
-                "invalid_client",
-                "unknown client or wrong secret",
-                headers={"WWW-Authenticate": 'Basic realm="broker-ledger"'},
-            )
-        attempts.clear(key)
+        client = _authenticated_client(request, client_id, secret)
         tokens: TokenService = request.app.state.tokens
         try:
             issued = tokens.issue(client, data.scope)

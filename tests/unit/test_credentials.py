@@ -1,4 +1,5 @@
-"""Credentials kept in the var directory: generated once, reused, readable only by their owner."""
+"""Credentials kept in the var directory: generated once, reused, readable only by their owner; generated
+secrets stored as HMAC and checked without argon2, argon2 hashes of before still accepted and migrated."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pathlib import Path
 import msgspec
 import pytest
 from argon2 import PasswordHasher
+from argon2.exceptions import VerifyMismatchError
 
 from application.credentials import (
     CREDENTIALS_FILE,
+    SECRET_HASH_KEY,
     SECRETS_FILE,
     TOKEN_KEY_ENV,
     VAR_ENV,
@@ -42,7 +45,7 @@ def settings() -> Settings:
 
 
 def start(settings: Settings, var: Path) -> Credentials:
-    return load_or_create_credentials(settings, var, hasher=fast_hasher())
+    return load_or_create_credentials(settings, var, argon2=fast_hasher())
 
 
 def secrets_in(var: Path) -> dict[str, str]:
@@ -67,7 +70,7 @@ def test_first_start_generates_a_secret_for_each_client(settings: Settings, tmp_
         assert credentials.verify_secret(client_id, secret) == credentials.client(client_id)
     stored = json.loads((tmp_path / CREDENTIALS_FILE).read_text())
     assert set(stored["clients"]) == DEMO_CLIENTS
-    assert all(entry["secret_hash"].startswith("$argon2id$") for entry in stored["clients"].values())
+    assert all(entry["secret_hash"].startswith("hmac-sha256$") for entry in stored["clients"].values())
     assert not any(secret in (tmp_path / CREDENTIALS_FILE).read_text() for secret in secrets.values())
 
 
@@ -217,7 +220,7 @@ def test_var_dir_defaults_to_var_and_follows_the_environment(
 
 
 def _start_in_child(var: str) -> tuple[bytes, dict[str, str], str]:
-    credentials = load_or_create_credentials(load_settings(DEFAULT_SETTINGS), Path(var), hasher=fast_hasher())
+    credentials = load_or_create_credentials(load_settings(DEFAULT_SETTINGS), Path(var), argon2=fast_hasher())
     hashes = {client_id: credentials.client(client_id).secret_hash for client_id in DEMO_CLIENTS}
     return credentials.signing_key, hashes, credentials.callback_secret("demo")
 
@@ -229,3 +232,167 @@ def test_workers_starting_at_once_agree_on_one_set(tmp_path: Path) -> None:
     assert all(result == results[0] for result in results)
     assert set(secrets_in(tmp_path)) == DEMO_CLIENTS
     assert len((tmp_path / SECRETS_FILE).read_text().splitlines()) == len(DEMO_CLIENTS)
+
+
+# --- how secrets are stored and checked -----------------------------------------------------------------
+
+
+@pytest.fixture
+def no_argon2(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records every argon2 check (answered as a mismatch): the list of the hashes checked."""
+    checked: list[str] = []
+
+    def record(self: PasswordHasher, secret_hash: str, secret: str) -> bool:
+        checked.append(secret_hash)
+        raise VerifyMismatchError
+
+    monkeypatch.setattr(PasswordHasher, "verify", record)
+    return checked
+
+
+def store_argon2_hash(var: Path, client_id: str, secret: str) -> str:
+    """Rewrites the client's stored record as it was before HMAC: an argon2 hash of `secret`."""
+    stored = json.loads((var / CREDENTIALS_FILE).read_text())
+    legacy = fast_hasher().hash(secret)
+    stored["clients"][client_id]["secret_hash"] = legacy
+    (var / CREDENTIALS_FILE).write_text(json.dumps(stored))
+    return legacy
+
+
+def forget_plaintext(var: Path) -> None:
+    """Deletes client-secrets.txt, as an operator may once the secrets are handed out."""
+    (var / SECRETS_FILE).unlink()
+
+
+def stored_hash(var: Path, client_id: str) -> str:
+    return json.loads((var / CREDENTIALS_FILE).read_text())["clients"][client_id]["secret_hash"]
+
+
+def test_generated_secrets_are_checked_without_argon2(
+    settings: Settings, tmp_path: Path, no_argon2: list[str]
+) -> None:
+    credentials = start(settings, tmp_path)
+    secret = secrets_in(tmp_path)["demo-broker"]
+
+    assert credentials.verify_secret("demo-broker", secret) == credentials.client("demo-broker")
+    assert credentials.verify_secret("demo-broker", secret + "x") is None
+    assert credentials.verify_secret(f"ghost-{secret[:8]}", secret) is None
+    assert no_argon2 == []
+    assert credentials.client("demo-broker").secret_hash.startswith("hmac-sha256$")
+
+
+def test_the_hmac_key_is_generated_once_as_32_random_bytes_apart_from_the_signing_key(
+    settings: Settings, tmp_path: Path
+) -> None:
+    start(settings, tmp_path)
+    stored = json.loads((tmp_path / CREDENTIALS_FILE).read_text())
+
+    key = base64.b64decode(stored[SECRET_HASH_KEY])
+    assert len(key) == 32 and stored[SECRET_HASH_KEY] != stored["signing_key"]
+    start(settings, tmp_path)
+    assert json.loads((tmp_path / CREDENTIALS_FILE).read_text())[SECRET_HASH_KEY] == stored[SECRET_HASH_KEY]
+
+
+def test_a_stored_argon2_hash_whose_secret_is_in_the_secrets_file_is_rewritten_as_hmac_on_start(
+    settings: Settings, tmp_path: Path
+) -> None:
+    start(settings, tmp_path)
+    secret = secrets_in(tmp_path)["demo-auditor"]
+    store_argon2_hash(tmp_path, "demo-auditor", secret)
+
+    credentials = start(settings, tmp_path)
+
+    record = credentials.client("demo-auditor")
+    assert record.secret_hash.startswith("hmac-sha256$")
+    assert stored_hash(tmp_path, "demo-auditor") == record.secret_hash
+    assert credentials.verify_secret("demo-auditor", secret) == record
+
+
+def test_a_stored_argon2_hash_the_secrets_file_does_not_match_is_left_as_it_is_on_start(
+    settings: Settings, tmp_path: Path
+) -> None:
+    start(settings, tmp_path)
+    legacy = store_argon2_hash(tmp_path, "demo-auditor", "a-secret-the-file-does-not-hold")
+
+    credentials = start(settings, tmp_path)
+
+    assert credentials.client("demo-auditor").secret_hash == legacy
+    assert credentials.verify_secret("demo-auditor", "a-secret-the-file-does-not-hold") is not None
+
+
+def test_a_stored_argon2_hash_without_its_plaintext_logs_in_and_is_rewritten_as_hmac_then(
+    settings: Settings, tmp_path: Path
+) -> None:
+    start(settings, tmp_path)
+    secret = secrets_in(tmp_path)["demo-auditor"]
+    legacy = store_argon2_hash(tmp_path, "demo-auditor", secret)
+    forget_plaintext(tmp_path)
+    credentials = start(settings, tmp_path)
+    assert credentials.client("demo-auditor").secret_hash == legacy
+
+    record = credentials.verify_secret("demo-auditor", secret)
+
+    assert record is not None and record.secret_hash.startswith("hmac-sha256$")
+    assert credentials.client("demo-auditor") == record
+    assert stored_hash(tmp_path, "demo-auditor") == record.secret_hash
+    assert start(settings, tmp_path).client("demo-auditor") == record
+
+
+def test_a_migrated_client_is_checked_without_argon2_afterwards(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start(settings, tmp_path)
+    secret = secrets_in(tmp_path)["demo-auditor"]
+    store_argon2_hash(tmp_path, "demo-auditor", secret)
+    forget_plaintext(tmp_path)
+    credentials = start(settings, tmp_path)
+    assert credentials.verify_secret("demo-auditor", secret) is not None
+    checked: list[str] = []
+    monkeypatch.setattr(PasswordHasher, "verify", lambda self, stored, given: checked.append(stored))
+
+    assert credentials.verify_secret("demo-auditor", secret + "x") is None
+    assert credentials.verify_secret("demo-auditor", secret) is not None
+    assert checked == []
+
+
+def test_a_wrong_secret_leaves_a_stored_argon2_hash_as_it_is(settings: Settings, tmp_path: Path) -> None:
+    start(settings, tmp_path)
+    legacy = store_argon2_hash(tmp_path, "demo-auditor", secrets_in(tmp_path)["demo-auditor"])
+    forget_plaintext(tmp_path)
+    credentials = start(settings, tmp_path)
+
+    assert credentials.verify_secret("demo-auditor", "not-the-secret") is None
+    assert credentials.client("demo-auditor").secret_hash == legacy
+    assert stored_hash(tmp_path, "demo-auditor") == legacy
+
+
+def test_a_credentials_file_of_before_hmac_gets_its_key_and_its_records_rewritten_on_start(
+    settings: Settings, tmp_path: Path
+) -> None:
+    start(settings, tmp_path)
+    secret = secrets_in(tmp_path)["demo-broker"]
+    store_argon2_hash(tmp_path, "demo-broker", secret)
+    old = json.loads((tmp_path / CREDENTIALS_FILE).read_text())
+    del old[SECRET_HASH_KEY]
+    (tmp_path / CREDENTIALS_FILE).write_text(json.dumps(old))
+
+    credentials = start(settings, tmp_path)
+
+    assert SECRET_HASH_KEY in json.loads((tmp_path / CREDENTIALS_FILE).read_text())
+    assert credentials.signing_key == base64.b64decode(old["signing_key"])
+    assert stored_hash(tmp_path, "demo-broker").startswith("hmac-sha256$")
+    assert credentials.verify_secret("demo-broker", secret) is not None
+
+
+def test_a_configured_argon2_hash_is_not_rewritten(settings: Settings, tmp_path: Path) -> None:
+    configured = fast_hasher().hash("configured-secret")
+    custom = with_partner(
+        settings,
+        "own",
+        Partner(clients={"own-client": Client(roles=[Role.AUDITOR], secret_hash=configured)}),
+    )
+    credentials = start(custom, tmp_path)
+
+    assert credentials.verify_secret("own-client", "configured-secret") is not None
+    assert credentials.client("own-client").secret_hash == configured
+    assert "own-client" not in json.loads((tmp_path / CREDENTIALS_FILE).read_text())["clients"]

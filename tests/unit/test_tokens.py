@@ -263,58 +263,73 @@ class FakeTime:
 def test_failed_attempts_block_after_the_limit_until_the_window_passes() -> None:
     time = FakeTime()
     limiter = FailedAttempts(limit=3, window_seconds=60, now=time)
-    key = FailedAttempts.key("demo-broker", "10.0.0.1")
 
     for _ in range(2):
-        limiter.record_failure(key)
+        limiter.record_failure("demo-broker", "10.0.0.1")
         time.value += 10
-    assert limiter.check(key) is None
-    limiter.record_failure(key)
+    assert limiter.check("demo-broker", "10.0.0.1") is None
+    limiter.record_failure("demo-broker", "10.0.0.1")
 
-    assert limiter.check(key) == 40  # the first failure, at 1000, leaves the window at 1060
+    assert limiter.check("demo-broker", "10.0.0.1") == 40  # the first failure, at 1000, leaves at 1060
     time.value = 1059.5
-    assert limiter.check(key) == 1
+    assert limiter.check("demo-broker", "10.0.0.1") == 1
     time.value = 1060
-    assert limiter.check(key) is None
+    assert limiter.check("demo-broker", "10.0.0.1") is None
 
 
 def test_failed_attempts_are_counted_per_client_and_address() -> None:
     limiter = FailedAttempts(limit=1, window_seconds=60, now=FakeTime())
-    limiter.record_failure(FailedAttempts.key("demo-broker", "10.0.0.1"))
+    limiter.record_failure("demo-broker", "10.0.0.1")
 
-    assert limiter.check(FailedAttempts.key("demo-broker", "10.0.0.1")) == 60
-    assert limiter.check(FailedAttempts.key("demo-broker", "10.0.0.2")) is None
-    assert limiter.check(FailedAttempts.key("other-broker", "10.0.0.1")) is None
+    assert limiter.check("demo-broker", "10.0.0.1") == 60
+    assert limiter.check("demo-broker", "10.0.0.2") is None
+    assert limiter.check("other-broker", "10.0.0.1") is None
 
 
-def test_clearing_forgets_the_failures() -> None:
-    limiter = FailedAttempts(limit=1, window_seconds=60, now=FakeTime())
-    limiter.record_failure("key")
+def test_failures_of_many_client_ids_from_one_address_block_that_address() -> None:
+    limiter = FailedAttempts(limit=10, window_seconds=60, address_limit=3, now=FakeTime())
+    for index in range(2):
+        limiter.record_failure(f"made-up-{index}", "10.0.0.1")
+    assert limiter.check("made-up-2", "10.0.0.1") is None
 
-    limiter.clear("key")
+    limiter.record_failure("made-up-2", "10.0.0.1")
 
-    assert limiter.check("key") is None
+    assert limiter.check("made-up-3", "10.0.0.1") == 60
+    assert limiter.check("demo-broker", "10.0.0.1") == 60  # a known client id is no way round it
+    assert limiter.check("made-up-3", "10.0.0.2") is None
+
+
+def test_a_success_clears_the_client_count_but_not_the_address_count() -> None:
+    limiter = FailedAttempts(limit=2, window_seconds=60, address_limit=3, now=FakeTime())
+    limiter.record_failure("demo-broker", "10.0.0.1")
+    limiter.record_failure("demo-broker", "10.0.0.1")
+
+    limiter.clear("demo-broker", "10.0.0.1")
+
+    assert limiter.check("demo-broker", "10.0.0.1") is None
+    limiter.record_failure("demo-broker", "10.0.0.1")
+    assert limiter.check("other-broker", "10.0.0.1") == 60
 
 
 def test_failed_attempts_forget_the_oldest_keys_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(FailedAttempts, "MAX_KEYS", 3)
-    limiter = FailedAttempts(limit=1, window_seconds=60, now=FakeTime())
-    for key in "abcd":
-        limiter.record_failure(key)
+    monkeypatch.setattr(FailedAttempts, "MAX_KEYS", 4)
+    limiter = FailedAttempts(limit=1, window_seconds=60, address_limit=100, now=FakeTime())
+    for client_id in "abcd":  # a, the address, b and c fill the table; d finds it full
+        limiter.record_failure(client_id, "10.0.0.1")
 
-    assert limiter.check("a") is None
-    assert all(limiter.check(key) == 60 for key in "bcd")
+    assert limiter.check("a", "10.0.0.1") is None
+    assert all(limiter.check(client_id, "10.0.0.1") == 60 for client_id in "bcd")
 
 
 def test_failed_attempts_count_every_failure_from_many_threads() -> None:
-    limiter = FailedAttempts(limit=1000, window_seconds=60)
+    limiter = FailedAttempts(limit=1000, window_seconds=60, address_limit=10_000)
     barrier = threading.Barrier(8)
 
     def fail_100_times() -> None:
         barrier.wait()
         for _ in range(100):
-            limiter.record_failure("key")
-            limiter.check("key")
+            limiter.record_failure("demo-broker", "10.0.0.1")
+            limiter.check("demo-broker", "10.0.0.1")
 
     threads = [threading.Thread(target=fail_100_times) for _ in range(8)]
     for thread in threads:
@@ -323,7 +338,7 @@ def test_failed_attempts_count_every_failure_from_many_threads() -> None:
         thread.join()
 
     for _ in range(199):
-        limiter.record_failure("key")
-    assert limiter.check("key") is None  # 999 failures
-    limiter.record_failure("key")
-    assert limiter.check("key") is not None
+        limiter.record_failure("demo-broker", "10.0.0.1")
+    assert limiter.check("demo-broker", "10.0.0.1") is None  # 999 failures
+    limiter.record_failure("demo-broker", "10.0.0.1")
+    assert limiter.check("demo-broker", "10.0.0.1") is not None

@@ -1,0 +1,149 @@
+"""The token endpoint cannot be used to burn the service's CPU: bad secrets are refused with no argon2 check,
+and a flood of made-up client ids from one address is answered 401, then 429, never 5xx.
+
+In-process, against the real app (`create_app` on a runtime wired to the session's database, with its own
+var directory) through litestar's test client, so that argon2 can be watched with monkeypatch. Every request
+comes from the test client's one address. The limiter of failed attempts is new for each test.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from argon2 import PasswordHasher
+from litestar.testing import TestClient
+
+from application.credentials import VAR_ENV, Credentials
+from application.secret_hashes import SecretChecksBusy
+from application.settings import SETTINGS_ENV
+from interface.app import build_runtime, create_app
+from interface.auth import FailedAttempts
+from tests.e2e.support import client_secrets, expect, expect_problem
+
+THREADS = 40
+FLOOD = 120
+PER_CLIENT_LIMIT = FailedAttempts().limit
+PER_ADDRESS_LIMIT = FailedAttempts().address_limit
+
+
+@pytest.fixture(scope="module")
+def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("token-cost") / "var"
+
+
+@pytest.fixture(scope="module")
+def client(database_url: str, var: Path) -> Iterator[TestClient]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(VAR_ENV, str(var))
+        patch.setenv("BROKER_LEDGER_PROJECTIONS", "off")
+        patch.delenv(SETTINGS_ENV, raising=False)
+        app = create_app(build_runtime(database_url))
+        with TestClient(app, raise_server_exceptions=False, timeout=60) as test_client:
+            yield test_client
+
+
+@pytest.fixture(autouse=True)
+def fresh_limiter(client: TestClient) -> None:
+    client.app.state.failed_attempts = FailedAttempts()
+
+
+@pytest.fixture
+def argon2_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The hashes argon2 was asked to check during the test (there should be none)."""
+    checked: list[str] = []
+    verify = PasswordHasher.verify
+
+    def counted(self: PasswordHasher, secret_hash: str, secret: str) -> bool:
+        checked.append(secret_hash)
+        return verify(self, secret_hash, secret)
+
+    monkeypatch.setattr(PasswordHasher, "verify", counted)
+    return checked
+
+
+def ask_token(client: TestClient, client_id: str, secret: str) -> httpx.Response:
+    form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret}
+    return client.post("/connect/token", data=form)
+
+
+def made_up() -> tuple[str, str]:
+    return f"ghost-{secrets.token_hex(8)}", secrets.token_urlsafe(32)
+
+
+def test_made_up_client_ids_from_one_address_get_401_until_the_address_limit_then_429(
+    client: TestClient, argon2_checks: list[str]
+) -> None:
+    responses = [ask_token(client, *made_up()) for _ in range(PER_ADDRESS_LIMIT + 5)]
+
+    for response in responses[:PER_ADDRESS_LIMIT]:
+        expect_problem(response, 401, "invalid_client")
+    for response in responses[PER_ADDRESS_LIMIT:]:
+        expect_problem(response, 429, "too_many_failed_attempts")
+        assert 1 <= int(response.headers["retry-after"]) <= 60
+    assert argon2_checks == []
+
+
+def test_a_flood_from_forty_threads_is_refused_with_401_and_429_and_never_a_5xx(
+    client: TestClient, var: Path, argon2_checks: list[str]
+) -> None:
+    known = sorted(client_secrets(var))
+
+    def attempt(index: int) -> int:
+        client_id, secret = made_up()
+        if index % 3 == 0:
+            client_id = known[index % len(known)]  # a known client with a wrong secret
+        return ask_token(client, client_id, secret).status_code
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        statuses = Counter(pool.map(attempt, range(FLOOD)))
+
+    assert set(statuses) == {401, 429}, statuses
+    assert statuses[401] <= PER_ADDRESS_LIMIT
+    assert argon2_checks == []
+
+
+def test_a_known_client_with_wrong_secrets_is_locked_out_after_its_limit_without_argon2(
+    client: TestClient, var: Path, argon2_checks: list[str]
+) -> None:
+    secret = client_secrets(var)["demo-auditor"]
+    statuses = [
+        ask_token(client, "demo-auditor", f"{secret}-{n}").status_code for n in range(PER_CLIENT_LIMIT)
+    ]
+
+    locked = ask_token(client, "demo-auditor", secret)
+
+    assert statuses == [401] * PER_CLIENT_LIMIT
+    expect_problem(locked, 429, "too_many_failed_attempts")
+    assert (
+        expect(ask_token(client, "demo-broker", client_secrets(var)["demo-broker"]), 200)["scope"] == "broker"
+    )
+    assert argon2_checks == []
+
+
+def test_a_generated_secret_still_gets_a_token_without_argon2(
+    client: TestClient, var: Path, argon2_checks: list[str]
+) -> None:
+    token = expect(ask_token(client, "demo-operator", client_secrets(var)["demo-operator"]), 200)
+
+    assert token["token_type"] == "Bearer" and token["scope"] == "operator"
+    assert argon2_checks == []
+
+
+def test_when_no_argon2_check_can_start_the_answer_is_429_with_retry_after(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def busy(self: Credentials, client_id: str, secret: str) -> None:
+        raise SecretChecksBusy
+
+    monkeypatch.setattr(Credentials, "verify_secret", busy)
+
+    response = ask_token(client, "legacy-client", "its-secret")
+
+    expect_problem(response, 429, "secret_checks_busy")
+    assert response.headers["retry-after"] == "1"
