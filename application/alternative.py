@@ -11,6 +11,7 @@ from decimal import Decimal
 from application.commands import BuyRequest, SellRequest
 from application.settlement import Settlement
 from domain.errors import ValidationFailed
+from domain.money import as_a_double_carries
 from domain.transaction import Transaction
 
 PAYMENT_SUCCESS = "PAYMENTSUCCESS"
@@ -25,16 +26,20 @@ class AlternativeFlows(Settlement):
         account_code: str,
         payment_method: str,
         amount: Decimal,
-        currency: str,
+        currency: str | None,
         ip: str | None,
     ) -> BuyRequest:
-        """The buy request of an account: its customer, crypto-currency and withdraw address."""
+        """The buy request of an account: its customer, crypto-currency and withdraw address; the currency is
+        the payment method's unless given (and then must be the method's). `amount` is typed as a double by
+        the interface, so it is read at the digits a double carries."""
         account = self.account(partner, account_code)
+        method = self.settings.payment_methods.get(payment_method)
         return BuyRequest(
             customer_code=account.customer_code,
-            currency=currency,
+            currency=currency or (method.currency if method else ""),
             crypto=account.crypto,
-            fiat_value=amount,
+            fiat_value=as_a_double_carries(amount),
+            fiat_value_name="amount",
             destination_address=account.customer_address,
             payment_method=payment_method,
             account_code=account.code,
@@ -52,7 +57,7 @@ class AlternativeFlows(Settlement):
             currency=method.currency if method else "",
             crypto=account.crypto,
             payment_method=payment_method,
-            crypto_amount=crypto_amount,
+            crypto_amount=as_a_double_carries(crypto_amount),
             customer_ip=ip,
         )
 

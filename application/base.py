@@ -20,6 +20,7 @@ from eventsourcing.persistence import RecordConflictError
 
 from application.log import LedgerLog
 from application.ports import AddressBook, Clock, PriceSource, SystemClock
+from application.positions import note_recorded
 from application.settings import Settings
 from domain.account import Account
 from domain.customer import Customer
@@ -65,6 +66,12 @@ class LedgerBase(LedgerLog):
         self._deadlines: dict[UUID, tuple[str, str, datetime]] = {}  # by transaction id (see Settlement)
         self._scanned = 0
         super().__init__(env)
+
+    def save(self, *objs: Any, **kwargs: Any) -> Any:
+        """eventsourcing's save, noting how far the log went for the request that saved (read-your-writes)."""
+        recordings = super().save(*objs, **kwargs)
+        note_recorded(recordings)
+        return recordings
 
     def retrying(self, use_case: Callable[[], T]) -> T:
         """Runs `use_case` again when its save lost a race on an aggregate version."""

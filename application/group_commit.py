@@ -19,23 +19,40 @@ What the projections and the use cases rely on is kept:
   and only the saves that conflict are refused, with the same `IntegrityError` (a `RecordConflictError`) the
   library raises, which the use cases answer by reloading and trying again.
 - Durability: waiters are woken only after COMMIT returns, with `synchronous_commit` left on, so a save that
-  returned is on disk. If the connection fails, every waiter of that batch gets the error; whether or not
-  the commit reached the server, a retry cannot write twice (its versions would conflict).
+  returned is on disk.
+
+What a fault does:
+- A batch waits at most `LOCK_TIMEOUT` for the table lock and runs at most `STATEMENT_TIMEOUT` per statement;
+  a request waits at most `SAVE_WAIT_LIMIT` for its save. Past those it gets eventsourcing's
+  `OperationalError`, which the interface answers 503 `database_unavailable` with `Retry-After`.
+- A save that fails for its own data (an integrity, data or programming error) fails alone: the batch is
+  written again save by save under savepoints, as for a version conflict.
+- When the connection fails, the batch may or may not have committed (COMMIT may have reached the server
+  before the connection was lost). The committer then reads back, on another connection, the events it sent:
+  the saves found there, byte for byte, succeed with their notification ids; the others fail with the
+  connection's error. So a landed save is never retried into a version conflict (a 409 for a write that
+  happened). Only if the read-back itself fails does the save fail as *ambiguous*, and it is not retried.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import (
+    DataError,
     IntegrityError,
     InterfaceError,
+    InternalError,
     Notification,
+    NotSupportedError,
     OperationalError,
+    PersistenceError,
+    ProgrammingError,
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
@@ -43,7 +60,11 @@ from eventsourcing.utils import retry
 from psycopg import Connection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Composed, Identifier, Literal
+from psycopg_pool import PoolTimeout
+
+from application.metrics import GROUP_COMMIT_SAVES
+from application.schema_lock import SerialSchemaCreation
 
 BEGIN = SQL("BEGIN")
 COMMIT = SQL("COMMIT")
@@ -62,6 +83,25 @@ WHERE e.originator_id = ANY(%(ids)s) AND e.originator_version > coalesce(l.origi
 ORDER BY 1, 2
 """
 MAX_BATCH_EVENTS = 2000  # events per transaction; a larger queue is written in several batches
+LOCK_TIMEOUT = 5.0  # seconds a batch waits for the events table's lock
+STATEMENT_TIMEOUT = 10.0  # seconds any statement of a batch may run
+SAVE_WAIT_LIMIT = LOCK_TIMEOUT + STATEMENT_TIMEOUT + 5.0  # seconds a request waits for its save
+READ_BACK_ATTEMPTS = (0.0, 0.2, 1.0)  # delays before each try at reading back a batch after a fault
+# Errors of one save's own making: the batch is written again save by save, and only those saves fail.
+SAVE_ERRORS = (
+    psycopg.errors.IntegrityError,
+    psycopg.errors.DataError,
+    psycopg.errors.ProgrammingError,
+    psycopg.errors.NotSupportedError,
+)
+REFUSED_BEFORE_COMMIT = frozenset({"55P03", "57014"})  # lock_not_available, query_canceled (a timeout)
+# psycopg's error classes as eventsourcing's, which the use cases and the interface know.
+LIBRARY_ERRORS: tuple[tuple[type[Exception], type[PersistenceError]], ...] = (
+    (psycopg.errors.IntegrityError, IntegrityError),
+    (psycopg.errors.DataError, DataError),
+    (psycopg.errors.ProgrammingError, ProgrammingError),
+    (psycopg.errors.NotSupportedError, NotSupportedError),
+)
 # The library retries each call 10 times, each waiting up to the pool's timeout for a connection: 50 s
 # before a request learns the database is down. Twice is enough to replace a connection that died.
 fail_fast = retry((InterfaceError, OperationalError), max_attempts=2, wait=0.2)
@@ -70,12 +110,13 @@ fail_fast = retry((InterfaceError, OperationalError), max_attempts=2, wait=0.2)
 class PendingSave:
     """One save waiting for the committer: its events, then its notification ids or its error."""
 
-    __slots__ = ("done", "error", "events", "notification_ids")
+    __slots__ = ("ambiguous", "done", "error", "events", "notification_ids")
 
     def __init__(self, events: Sequence[StoredEvent]) -> None:
         self.events = events
         self.notification_ids: list[int] = []
         self.error: BaseException | None = None
+        self.ambiguous = False  # failed without knowing whether its events were written
         self.done = threading.Event()
 
     def succeed(self, notification_ids: list[int]) -> None:
@@ -113,9 +154,18 @@ class SaveQueue:
             batch, self._waiting = self._waiting[:taken], self._waiting[taken:]
             return batch
 
+    def withdraw(self, save: PendingSave) -> bool:
+        """Takes `save` back if the committer has not taken it yet (then nothing of it is written)."""
+        with self._ready:
+            if save in self._waiting:
+                self._waiting.remove(save)
+                return True
+            return False
 
-class GroupCommitRecorder(PostgresApplicationRecorder):
-    """An application recorder whose concurrent saves share transactions (see the module docstring)."""
+
+class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
+    """An application recorder whose concurrent saves share transactions (see the module docstring); it
+    creates its type and tables under the schema lock (`application.schema_lock`)."""
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
@@ -132,23 +182,49 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
             "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
             " WHERE originator_id = ANY(%(ids)s) ORDER BY originator_id, originator_version"
         ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+        self.read_back_statement = SQL(
+            "SELECT originator_id, originator_version, state, notification_id FROM {schema}.{table}"
+            " WHERE originator_id = ANY(%(ids)s)"
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+        self.timeouts_statement = SQL(
+            "SELECT set_config('lock_timeout', {0}, true), set_config('statement_timeout', {1}, true)"
+        ).format(Literal(f"{LOCK_TIMEOUT * 1000:.0f}ms"), Literal(f"{STATEMENT_TIMEOUT * 1000:.0f}ms"))
+        self.lock_statement = SQL("LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE").format(
+            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+        )
         self._since_snapshot_statements: dict[str, Composed] = {}
         self._queue = SaveQueue()
         self._committer: threading.Thread | None = None
         self._starting = threading.Lock()
         self.batches_committed = 0  # for tests and benchmarks: how many transactions carried the saves
 
-    @fail_fast
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        """Hands the events to the committer and waits for them to be written. A save that failed on a
+        connection and was read back as not written is tried once more; an ambiguous one is not."""
         if not stored_events:
             return []
-        save = PendingSave(stored_events)
-        self._ensure_committer()
-        self._queue.put(save)
-        save.done.wait()
+        save = self._save(stored_events)
+        if isinstance(save.error, (OperationalError, InterfaceError)) and not save.ambiguous:
+            time.sleep(0.2)
+            save = self._save(stored_events)
         if save.error is not None:
             raise save.error
         return save.notification_ids
+
+    def _save(self, stored_events: Sequence[StoredEvent]) -> PendingSave:
+        save = PendingSave(stored_events)
+        self._ensure_committer()
+        self._queue.put(save)
+        if save.done.wait(SAVE_WAIT_LIMIT):
+            return save
+        if self._queue.withdraw(save):
+            save.fail(OperationalError(f"the database did not take this save within {SAVE_WAIT_LIMIT:g} s"))
+        else:  # the committer is still writing it: it may yet land
+            save.ambiguous = True
+            save.fail(
+                OperationalError(f"the database did not confirm this save within {SAVE_WAIT_LIMIT:g} s")
+            )
+        return save
 
     @fail_fast
     def select_events(self, *args: Any, **kwargs: Any) -> Sequence[StoredEvent]:
@@ -213,12 +289,17 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
 
     def commit_batch(self, batch: list[PendingSave]) -> None:
         """Writes `batch` in one transaction and wakes its waiters after COMMIT."""
-        with self.datastore.get_connection() as conn:
-            try:
-                ids = self._write_together(conn, batch)
-            except psycopg.errors.UniqueViolation:
-                self._write_one_by_one(conn, batch)
-                return
+        GROUP_COMMIT_SAVES.observe(len(batch))
+        try:
+            with self.datastore.get_connection() as conn:
+                try:
+                    ids = self._write_together(conn, batch)
+                except SAVE_ERRORS:
+                    self._write_one_by_one(conn, batch)
+                    return
+        except (OperationalError, InterfaceError) as fault:
+            self._settle_after_fault(batch, fault)
+            return
         self.batches_committed += 1
         start = 0
         for save in batch:
@@ -258,14 +339,73 @@ class GroupCommitRecorder(PostgresApplicationRecorder):
                             self.insert_keyed_statement, _columns(save.events), prepare=True, binary=True
                         )
                         outcomes.append((save, [row["notification_id"] for row in curs.fetchall()]))
-                except psycopg.errors.UniqueViolation as conflict:
-                    outcomes.append((save, IntegrityError(str(conflict))))
+                except SAVE_ERRORS as refused:
+                    outcomes.append((save, _as_library_error(refused)))
         self.batches_committed += 1
         for save, outcome in outcomes:  # only now, after COMMIT
             if isinstance(outcome, BaseException):
                 save.fail(outcome)
             else:
                 save.succeed(outcome)
+
+    def _settle_after_fault(self, batch: list[PendingSave], fault: BaseException) -> None:
+        """After a connection fault: the saves whose events are in the store succeed, the others fail."""
+        if not _may_have_committed(fault):
+            for save in batch:
+                save.fail(fault)
+            return
+        found = self._read_back(batch)
+        if found is None:
+            for save in batch:
+                save.ambiguous = True
+                save.fail(fault)
+            return
+        for save in batch:
+            keys = [(event.originator_id, event.originator_version, event.state) for event in save.events]
+            if all(key in found for key in keys):
+                save.succeed([found[key] for key in keys])
+            else:
+                save.fail(fault)
+
+    def _read_back(self, batch: list[PendingSave]) -> dict[tuple[UUID, int, bytes], int] | None:
+        """The notification ids of the batch's events as stored now, keyed by (originator id, version,
+        state): the same bytes, so another writer's events at those versions do not count. None if the
+        store cannot be read."""
+        originator_ids = list({event.originator_id for save in batch for event in save.events})
+        for delay in READ_BACK_ATTEMPTS:
+            time.sleep(delay)
+            try:
+                with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                    curs.execute(self.read_back_statement, {"ids": originator_ids})
+                    rows = curs.fetchall()
+            except (OperationalError, InterfaceError):
+                continue
+            return {
+                (row["originator_id"], row["originator_version"], bytes(row["state"])): row["notification_id"]
+                for row in rows
+            }
+        return None
+
+    def _lock_table(self, curs: Any) -> None:
+        """The library's table lock, with this recorder's lock and statement timeouts."""
+        curs.execute(self.timeouts_statement, prepare=True)
+        curs.execute(self.lock_statement, prepare=True)
+
+
+def _may_have_committed(fault: BaseException) -> bool:
+    """False when the batch surely did not commit: no connection was had, or the server refused a statement
+    before COMMIT (a lock or statement timeout)."""
+    cause = fault.__cause__
+    if isinstance(cause, PoolTimeout):
+        return False
+    return getattr(cause, "sqlstate", None) not in REFUSED_BEFORE_COMMIT
+
+
+def _as_library_error(error: Exception) -> PersistenceError:
+    for psycopg_class, library_class in LIBRARY_ERRORS:
+        if isinstance(error, psycopg_class):
+            return library_class(str(error))
+    return InternalError(str(error))
 
 
 def _columns(events: Sequence[StoredEvent]) -> tuple[list[UUID], list[int], list[str], list[bytes]]:

@@ -12,7 +12,9 @@ from domain.transaction import Transaction
 
 
 def happened_at(event: DomainEvent) -> datetime:
-    """When a change happened by the ledger's clock (its `at`, which `created` and `updated` show)."""
+    """When a change happened by the ledger's clock (its `at`): the one time base of the history's event
+    timestamps, `created` and `updated`, and the `asOf` filter. The store's own recording time (the event's
+    `timestamp`, a moment later) is not shown to clients."""
     return getattr(event, "at", event.timestamp)
 
 

@@ -46,7 +46,7 @@ class OrderDesk:
         method = self.payment_method(request.payment_method, Direction.BUY, request.currency)
         terms = self.terms(method, request.crypto, request.currency)
         market = self.prices.price(request.crypto, request.currency).buy
-        quote = quote_buy(terms, market, request.fiat_value, request.requested_price)
+        quote = quote_buy(terms, market, request.fiat_value, request.requested_price, request.fiat_value_name)
         return Order(
             partner=partner,
             code=code,

@@ -1,13 +1,18 @@
 """Use cases of the reserves: the operator's adjustments (opening balances, moves between reserves).
 
-The balances themselves are derived by the `Postings` projection from every transaction's postings and
-these adjustments; no use case reads them.
+The balances shown are derived by the `Postings` projection; no use case reads them. A move is checked
+against the asset's `ReserveBook` (what each reserve held at a position of the log) plus what the log recorded
+since, counted here from the events themselves, and the book is saved with the move.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections import defaultdict
 from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
 
 from application.base import LedgerBase
 from application.commands import AdjustmentRequest
@@ -17,10 +22,17 @@ from domain.reserves import (
     AdjustmentKind,
     Movement,
     ReserveAdjustment,
+    ReserveBook,
     ReservePlace,
     check_movement,
     reserve,
+    reserve_changes,
+    reserve_event_topics,
 )
+from domain.transaction import Order, Transaction
+
+RESERVE_TOPICS = reserve_event_topics()
+PAGE = 500
 
 
 class Reserves(LedgerBase):
@@ -38,7 +50,8 @@ class Reserves(LedgerBase):
                 return existing
             now = self.clock.now()
             adjustment = ReserveAdjustment.record(code, movement, request.note, now)
-            self.save(adjustment, *self._new_places(movement, now))
+            book = self._drawn_book(movement)
+            self.save(adjustment, *self._new_places(movement, now), *book)
             return adjustment
 
         return self.retrying(record)
@@ -79,6 +92,40 @@ class Reserves(LedgerBase):
             else:
                 known.check_type(place)
         return new
+
+    def _drawn_book(self, movement: Movement) -> list[ReserveBook]:
+        """For a move, the asset's book with the move's source checked to hold the amount (refused with
+        `InsufficientReserve` otherwise); nothing for an opening balance (it only adds)."""
+        if movement.source is None:
+            return []
+        asset = movement.asset.code
+        book = self.get_or_create(ReserveBook.create_id(asset), lambda: ReserveBook(asset))
+        through, changes = self._changes_since(asset, book.through)
+        book.draw(movement.source.name, movement.amount, through, changes, movement.asset)
+        return [book]
+
+    def _changes_since(self, asset: str, through: int) -> tuple[int, dict[str, Decimal]]:
+        """What the events after notification `through` did to each reserve in `asset`, and the id of the
+        last of them. The events table is written under a lock, one recording after the other, so nothing
+        can appear later below the last id read."""
+        changes: dict[str, Decimal] = defaultdict(Decimal)
+        while True:
+            page = self.recorder.select_notifications(start=through + 1, limit=PAGE, topics=RESERVE_TOPICS)
+            events = [self.mapper.to_domain_event(notification) for notification in page]
+            orders = self._orders({e.originator_id for e in events if isinstance(e, Transaction.Event)})
+            for notification, domain_event in zip(page, events, strict=True):
+                for change in reserve_changes(domain_event, orders.get(domain_event.originator_id)):
+                    if change.asset == asset:
+                        changes[change.reserve] += change.amount
+                through = notification.id
+            if len(page) < PAGE:
+                return through, dict(changes)
+
+    def _orders(self, ids: set[UUID]) -> dict[UUID, Order]:
+        """The orders of these transactions, read in one query."""
+        with self.loading(*ids):
+            found: dict[UUID, Any] = {i: self.find(i) for i in ids}
+        return {i: transaction.order for i, transaction in found.items() if transaction is not None}
 
     @staticmethod
     def new_adjustment_code() -> str:

@@ -10,6 +10,7 @@ import math
 import os
 from decimal import Decimal
 from enum import StrEnum
+from importlib import resources
 from pathlib import Path
 
 import msgspec
@@ -18,7 +19,19 @@ from application.callbacks.urls import CallbackUrlPolicy
 from domain.errors import CallbackUrlRefused
 from domain.money import Asset
 
-DEFAULT_SETTINGS = Path(__file__).resolve().parents[1] / "settings" / "demo.toml"
+PACKAGED_SETTINGS = "demo.toml"  # settings/demo.toml, put into the wheel beside this module (pyproject.toml)
+
+
+def _default_settings() -> Path:
+    """The demo settings: the copy an installed wheel carries in this package, else the repository's
+    settings/demo.toml (a checkout, or an editable install: one file, which the wheel takes in)."""
+    packaged = resources.files(__package__ or "application").joinpath(PACKAGED_SETTINGS)
+    if packaged.is_file():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[1] / "settings" / "demo.toml"
+
+
+DEFAULT_SETTINGS = _default_settings()
 SETTINGS_ENV = "BROKER_LEDGER_SETTINGS"
 
 

@@ -12,7 +12,7 @@ from application.trading import Trading
 from domain.deposits import DepositAddress
 from domain.errors import DepositAddressUnknown, InvalidStateTransition
 from domain.pricing import check_amount
-from domain.transaction import ChainPayment, Transaction
+from domain.transaction import ChainPayment, Transaction, quote_is_valid
 
 # The events a transaction opens with (only they leave it expirable), and every event it records.
 OPENING_TOPICS = frozenset(get_topic(event) for event in (Transaction.Staged, Transaction.Initiated))
@@ -25,7 +25,8 @@ TRANSACTION_TOPICS = sorted(
 
 class Settlement(Trading):
     def report_deposit(self, partner: str, report: DepositReport) -> Transaction:
-        """The customer's payment to a sell's deposit address, with its confirmations so far."""
+        """The customer's payment to a sell's deposit address, with its confirmations so far. One first seen
+        after the sell's validUntil cancels it (limits given back) and is recorded as a late payment."""
         self.desk.crypto(report.crypto)
         check_amount(self.settings.crypto_asset(report.crypto), report.crypto_amount, "cryptoAmount")
         index = self.find(DepositAddress.create_id(report.crypto, report.address))
@@ -86,7 +87,7 @@ class Settlement(Trading):
             now = self.clock.now()
             expired = []
             for key, (partner, code, valid_until) in list(self._deadlines.items()):
-                if valid_until >= now:
+                if quote_is_valid(valid_until, now):
                     continue
                 try:
                     self.expire(partner, code)

@@ -20,7 +20,7 @@ from domain.errors import (
     ValidationFailed,
 )
 from domain.limits import PERIODS, LimitWindow, period_key
-from domain.transaction import Order, Transaction
+from domain.transaction import Order, Status, Transaction
 
 
 class Trading(LedgerBase):
@@ -29,8 +29,24 @@ class Trading(LedgerBase):
         return OrderDesk(self.settings, self.prices)
 
     def simulate_buy(self, partner: str, request: BuyRequest) -> Order:
+        """Prices a buy after every check its create would make (the same refusals); records nothing."""
+        code = self.new_transaction_code()
+        now = self.clock.now()
+        account_code = self._buy_account_code(partner, request)
+        with self.loading(*self._reads_of_a_create(partner, code, request, account_code, "buy", now)):
+            order, _ = self._checked_buy(partner, code, request, now)
+        return order
+
+    def _checked_buy(
+        self, partner: str, code: str, request: BuyRequest, at: datetime
+    ) -> tuple[Order, list[LimitWindow]]:
+        """Every check of a new buy, in the order create makes them: an ACTIVE customer, the account and
+        destination, the request's references and price, and the trust-level limits. The priced order and
+        the limit windows holding its reservation (unsaved): create saves them, simulate drops them."""
+        customer = self._active_customer(partner, request.customer_code)
         account = self._buy_account(partner, request)
-        return self.desk.buy_order(partner, self.new_transaction_code(), request, account)
+        order = self.desk.buy_order(partner, code, request, account)
+        return order, self._reserve_limits(customer, "buy", order, at)
 
     def create_buy(
         self, partner: str, request: BuyRequest, stage: bool, code: str | None = None
@@ -47,14 +63,10 @@ class Trading(LedgerBase):
                 if existing is not None:
                     self.desk.check_same_request(existing.order, request)
                     return existing
-                customer = self._active_customer(partner, request.customer_code)
-                account = self._buy_account(partner, request)
-                order = self.desk.buy_order(partner, code, request, account)
+                order, windows = self._checked_buy(partner, code, request, now)
                 valid_until = self.desk.valid_until(order.payment_method, now)
-                transaction = Transaction.stage_buy(order, now, valid_until)
-                if not stage:
-                    transaction.commit(now)
-                windows = self._reserve_limits(customer, "buy", order, now)
+                create_buy = Transaction.stage_buy if stage else Transaction.send_buy
+                transaction = create_buy(order, now, valid_until)
             self.save(transaction, *windows)
             return transaction
 
@@ -97,8 +109,23 @@ class Trading(LedgerBase):
         return self.retrying(commit_)
 
     def simulate_sell(self, partner: str, request: SellRequest) -> Order:
+        """Prices a sell after every check its create would make (the same refusals); records nothing."""
+        code = self.new_transaction_code()
+        now = self.clock.now()
+        reads = self._reads_of_a_create(partner, code, request, request.account_code, "sell", now)
+        with self.loading(*reads):
+            order, _ = self._checked_sell(partner, code, request, now)
+        return order
+
+    def _checked_sell(
+        self, partner: str, code: str, request: SellRequest, at: datetime
+    ) -> tuple[Order, list[LimitWindow]]:
+        """Every check of a new sell, as `_checked_buy`; the order has no deposit address yet (create
+        derives one only once the request passed), and its limit amount is the final order's."""
+        customer = self._active_customer(partner, request.customer_code)
         self._sell_account(partner, request)
-        return self.desk.sell_order(partner, self.new_transaction_code(), request, None)
+        order = self.desk.sell_order(partner, code, request, None)
+        return order, self._reserve_limits(customer, "sell", order, at)
 
     def create_sell(self, partner: str, request: SellRequest, code: str | None = None) -> Transaction:
         """A new sell, Initiated, with its own deposit address. Idempotent per `code` like `create_buy`."""
@@ -112,9 +139,7 @@ class Trading(LedgerBase):
                 if existing is not None:
                     self.desk.check_same_request(existing.order, request)
                     return existing
-                customer = self._active_customer(partner, request.customer_code)
-                self._sell_account(partner, request)
-                self.desk.sell_order(partner, code, request, None)  # refuses a bad request first
+                _, windows = self._checked_sell(partner, code, request, now)  # refuses before allocating
                 pool = self.address_pool(request.crypto)
                 deposit = self.addresses.derive(request.crypto, pool.allocate(f"sell:{partner}:{code}"))
                 order = self.desk.sell_order(partner, code, request, (deposit.address, deposit.path))
@@ -129,7 +154,6 @@ class Trading(LedgerBase):
                     transaction_code=code,
                     at=now,
                 )
-                windows = self._reserve_limits(customer, "sell", order, now)
             self.save(transaction, address, pool, *windows)
             return transaction
 
@@ -143,12 +167,15 @@ class Trading(LedgerBase):
         release_limits: bool = False,
     ) -> Transaction:
         """Loads a transaction, applies one command at the clock's time and saves it (with its limit
-        windows given back when the command cancels it), rerun on a version conflict."""
+        windows given back when the command cancels it, as a late payment cancels an expired sell),
+        rerun on a version conflict."""
 
         def change() -> Transaction:
             transaction = self.transaction(partner, code)
+            was_cancelled = transaction.status == Status.CANCELLED
             command(transaction, self.clock.now())
-            windows = self._release_limits(transaction) if release_limits else []
+            cancelled_now = transaction.status == Status.CANCELLED and not was_cancelled
+            windows = self._release_limits(transaction) if release_limits or cancelled_now else []
             self.save(transaction, *windows)
             return transaction
 

@@ -77,7 +77,6 @@ KNOWN_CLIENT = "demo-auditor"  # the flood's known client id; never logs in, so 
 P99_TARGET_MS = 250
 RSS_TARGET_MB = 200
 RSS_SAMPLE_SECONDS = 0.05
-SMALL_POOLS = {"BROKER_LEDGER_POOL_SIZE": "4", "BROKER_LEDGER_API_POOL_SIZE": "4"}
 WORKERS_TIMEOUT_SECONDS = 30
 GET_INTERVAL_SECONDS = 0.01  # 100 GETs/s at most: under the demo settings' 200/s per client
 STARTED = time.monotonic()
@@ -287,7 +286,7 @@ def measure(args: argparse.Namespace, directory: Path, url: str) -> tuple[Latenc
         prepare_legacy_var(var)
     command = [str(VENV_BIN / "broker-ledger"), "serve", "--workers", str(args.workers), "--no-projections"]
     command += ["--port", str(free_port())]  # on 127.0.0.1, serve's default
-    env = {**server_env(url, var), **SMALL_POOLS}
+    env = server_env(url, var)
     note(f"starting broker-ledger serve with {args.workers} workers")
     with running(command, env, directory / "server.log", "/health") as server:
         wait_for_workers(server, args.workers)

@@ -162,6 +162,12 @@ ReserveAdjustmentConflict = _error(
     Refusal.CONFLICT,
     "Reserve adjustment code already used for another adjustment",
 )
+InsufficientReserve = _error(
+    "InsufficientReserve",
+    "insufficient_reserve",
+    Refusal.CONFLICT,
+    "Reserve holds less than the move asks",
+)
 CallbackUrlRefused = _error(
     "CallbackUrlRefused", "callback_url_refused", Refusal.INVALID, "Callback URL refused"
 )

@@ -71,3 +71,15 @@ def normalized(amount: Decimal) -> Decimal:
     if amount == amount.to_integral_value():
         return amount.quantize(Decimal(1))
     return amount.normalize(WIDE)
+
+
+DOUBLE_DIGITS = decimal.Context(prec=15, rounding=decimal.ROUND_HALF_EVEN)
+
+
+def as_a_double_carries(amount: Decimal) -> Decimal:
+    """An amount that a client typed as a floating-point double, read at the 15 significant digits a double
+    carries: 50.309999999999995 (the double nearest 50.31, printed in full) is 50.31, while 50.305 stays
+    50.305, to be refused if its asset has two places. Exact from then on."""
+    if not amount.is_finite():
+        return amount
+    return normalized(DOUBLE_DIGITS.plus(amount))

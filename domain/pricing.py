@@ -78,12 +78,12 @@ MAX_AMOUNT = Decimal("1e15")
 def check_amount(asset: Asset, amount: Decimal, name: str) -> None:
     """An amount must be positive, below 10^15, and exact at the asset's precision."""
     if not amount.is_finite() or amount <= 0:
-        raise AmountNotPositive(f"{name} must be greater than zero, got {amount}")
+        raise AmountNotPositive(f"{name} must be greater than zero, got {amount:f}")
     if amount >= MAX_AMOUNT:
-        raise ValidationFailed(f"{name} must be below {MAX_AMOUNT:f}, got {amount}")
+        raise ValidationFailed(f"{name} must be below {MAX_AMOUNT:f}, got {amount:f}")
     if not asset.is_exact(amount):
         raise AmountTooPrecise(
-            f"{name} {amount} has more than {asset.places} decimal places allowed for {asset.code}"
+            f"{name} {amount:f} has more than {asset.places} decimal places allowed for {asset.code}"
         )
 
 
@@ -92,12 +92,12 @@ def executed_price(terms: Terms, market: Decimal, requested: Decimal | None) -> 
     if requested is None:
         return market
     if not requested.is_finite() or requested <= 0:
-        raise AmountNotPositive(f"requestedPrice must be greater than zero, got {requested}")
+        raise AmountNotPositive(f"requestedPrice must be greater than zero, got {requested:f}")
     lowest = multiply(market, subtract(Decimal(1), terms.wiggle_down))
     highest = multiply(market, add(Decimal(1), terms.wiggle_up))
     if not lowest <= requested <= highest:
         raise RequestedPriceOutsideWiggleRoom(
-            f"requestedPrice {requested} is outside the wiggle room {normalized(lowest)} to "
+            f"requestedPrice {requested:f} is outside the wiggle room {normalized(lowest)} to "
             f"{normalized(highest)} around the current price {market} {terms.fiat.code}"
         )
     return requested
@@ -117,20 +117,27 @@ def _fees(terms: Terms, price: Decimal, partner_fiat: Decimal) -> Fees:
 
 
 def _too_small(what: str, amount: Decimal, terms: Terms) -> AmountTooSmall:
-    return AmountTooSmall(f"{what} {amount} {terms.fiat.code} does not cover the fees of this payment method")
+    return AmountTooSmall(
+        f"{what} {amount:f} {terms.fiat.code} does not cover the fees of this payment method"
+    )
 
 
 def quote_buy(
-    terms: Terms, market: Decimal, fiat_value: Decimal, requested_price: Decimal | None = None
+    terms: Terms,
+    market: Decimal,
+    fiat_value: Decimal,
+    requested_price: Decimal | None = None,
+    name: str = "fiatValue",
 ) -> Quote:
-    """A buy for `fiat_value` paid by the customer: fees first, the rest buys crypto, rounded down."""
-    check_amount(terms.fiat, fiat_value, "fiatValue")
+    """A buy for `fiat_value` paid by the customer: fees first, the rest buys crypto, rounded down.
+    `name` is what the client called the amount, for the messages of refusals."""
+    check_amount(terms.fiat, fiat_value, name)
     price = executed_price(terms, market, requested_price)
     nominal = _fees(terms, price, terms.fiat.nearest(multiply(terms.fee_rate, fiat_value)))
     rest = subtract(fiat_value, nominal.total_fiat)
     crypto_amount = terms.crypto.down(divide(rest, price)) if rest > 0 else Decimal(0)
     if crypto_amount <= 0:
-        raise _too_small("fiatValue", fiat_value, terms)
+        raise _too_small(name, fiat_value, terms)
     crypto_value = terms.fiat.up(multiply(crypto_amount, price))
     partner_fiat = add(nominal.partner_fiat, subtract(rest, crypto_value))
     return Quote(
@@ -173,8 +180,10 @@ def quote_sell_for_payout(
 def quote_sell_of_crypto(
     terms: Terms, market: Decimal, crypto_amount: Decimal, requested_price: Decimal | None = None
 ) -> Quote:
-    """A sell of `crypto_amount`: its fiat value less fees is paid out, the partner fee being
-    `fee_rate` times the payout (rounded down payout, remainder to the partner fee)."""
+    """A sell of `crypto_amount`: its fiat value (rounded down) less the fixed fees is split into the payout
+    and the partner fee. The partner fee is never less than `fee_rate` times the payout, and the payout is
+    the largest amount, in whole minor units, for which that holds; so the partner fee is the rate of the
+    payout rounded up to the minor unit, plus at most one minor unit that no larger payout could take."""
     check_amount(terms.crypto, crypto_amount, "cryptoAmount")
     price = executed_price(terms, market, requested_price)
     crypto_value = terms.fiat.down(multiply(crypto_amount, price))

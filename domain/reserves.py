@@ -10,8 +10,16 @@ crypto-currencies only.
 An adjustment is recorded by the operator, once per adjustment code:
 - an opening balance brings an amount of one asset into one reserve (from the owners' equity);
 - a move takes an amount of one asset from one reserve to another (e.g. hot wallet to cold store).
-Amounts are positive and exact at the asset's precision. Reserves may go below zero: the ledger records what
-the operator reports and never reads balances to decide (reserves are derived from the postings).
+Amounts are positive and exact at the asset's precision.
+
+A move never takes a reserve below zero (`insufficient_reserve`): the `ReserveBook` of the asset, saved with
+every move, holds what each reserve held at a position of the log, and a move first counts what the log
+recorded since (adjustments and the trades that reach the built-in reserves, see `reserve_changes`), so two
+concurrent moves conflict on the book and the second is decided on what the first left. Trades are never
+refused: a buy's sendout leaves the hot wallet and a sell's payout leaves the bank whatever the ledger says
+they hold (the chain and the bank moved the money already), so `hot-wallet` and `bank` may show below zero
+(say, before their opening balances are recorded). Every other reserve moves only by adjustments and is
+never below zero.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from domain.errors import (
+    InsufficientReserve,
     ReserveAdjustmentConflict,
     ReserveAdjustmentShapeInvalid,
     ReserveCannotHoldAsset,
@@ -34,8 +43,9 @@ from domain.errors import (
     ValidationFailed,
 )
 from domain.ids import business_id
-from domain.money import Asset
+from domain.money import WIDE, Asset
 from domain.pricing import check_amount
+from domain.transaction import Order, Transaction, TransactionType
 
 
 class ReserveType(StrEnum):
@@ -196,3 +206,100 @@ class ReserveAdjustment(Aggregate):
             raise ReserveAdjustmentConflict(
                 f"adjustment {self.code} was recorded with other values; use a new adjustmentCode"
             )
+
+
+def may_go_negative(name: str) -> bool:
+    """Whether trades draw the reserve without asking (the built-in hot wallet and bank); every other reserve
+    moves only by the operator's adjustments and must never be below zero."""
+    return name in BUILT_IN
+
+
+@dataclass(frozen=True)
+class ReserveChange:
+    """What one event did to one reserve in one asset: positive in, negative out."""
+
+    reserve: str
+    asset: str
+    amount: Decimal
+
+
+# The transaction events that change a reserve (as the ledger postings post them, see
+# projections.posting_rules), by name: a sell's payment received (ToPayout), whether to the right amount
+# (Blocked: another amount) or late (PaidLate), its payout (PaidOut), and a completion (a buy's sendout; a
+# sell of a partner without Payouts: received and paid out at once).
+TRADE_EVENTS = ("Completed", "ToPayout", "PaidOut", "Blocked", "PaidLate")
+
+
+def reserve_event_topics() -> list[str]:
+    """The topics of every event that changes a reserve: adjustments and `TRADE_EVENTS`."""
+    transaction = f"{Transaction.__module__}:{Transaction.__qualname__}"
+    adjustment = f"{ReserveAdjustment.__module__}:{ReserveAdjustment.__qualname__}.Recorded"
+    return sorted([adjustment, *(f"{transaction}.{name}" for name in TRADE_EVENTS)])
+
+
+def reserve_changes(domain_event: object, order: Order | None = None) -> list[ReserveChange]:
+    """What an event did to the reserves (nothing for most); `order` is the transaction's, for its events."""
+    if isinstance(domain_event, ReserveAdjustment.Recorded):
+        asset, amount = domain_event.asset_code, domain_event.amount
+        changes = [ReserveChange(domain_event.to_reserve, asset, amount)]
+        if domain_event.from_reserve is not None:
+            changes.append(ReserveChange(domain_event.from_reserve, asset, -amount))
+        return changes
+    name = type(domain_event).__name__
+    if order is None or not isinstance(domain_event, Transaction.Event) or name not in TRADE_EVENTS:
+        return []
+    quote, crypto, fiat = order.quote, order.crypto, order.currency
+    if name == "Completed" and order.type == TransactionType.BUY:
+        sent = quote.crypto_amount + quote.fees.network_crypto
+        return [ReserveChange(HOT_WALLET, crypto, -sent), ReserveChange(BANK, fiat, quote.fiat_value)]
+    if name == "Completed":
+        return [
+            ReserveChange(HOT_WALLET, crypto, quote.crypto_amount),
+            ReserveChange(BANK, fiat, -quote.fiat_value),
+        ]
+    if name == "ToPayout":
+        return [ReserveChange(HOT_WALLET, crypto, quote.crypto_amount)]
+    if name == "PaidOut":
+        return [ReserveChange(BANK, fiat, -quote.fiat_value)]
+    received = domain_event.payment.amount  # Blocked, PaidLate: what arrived, whatever the quote said
+    return [ReserveChange(HOT_WALLET, crypto, received)] if received else []
+
+
+class ReserveBook(Aggregate):
+    """Per asset, what each reserve held as of a position of the log: the state operators' moves are checked
+    against and saved with, so that concurrent moves are decided one after the other."""
+
+    @staticmethod
+    def create_id(asset_code: str, **_: object) -> UUID:
+        return business_id("reserve-book", asset_code)
+
+    @event("Opened")
+    def __init__(self, asset_code: str) -> None:
+        self.asset_code = asset_code
+        self.through = 0  # the notification id of the last event counted
+        self.balances: dict[str, Decimal] = {}
+
+    def held(self, name: str) -> Decimal:
+        return self.balances.get(name, Decimal(0))
+
+    def draw(
+        self, name: str, amount: Decimal, through: int, changes: dict[str, Decimal], asset: Asset
+    ) -> None:
+        """A move of `amount` out of reserve `name`, after the `changes` the log recorded up to `through`;
+        refused if the reserve holds less."""
+        held = self.held(name) + changes.get(name, Decimal(0))
+        if held < amount:
+            code, shown = asset.code, held.quantize(asset.quantum, context=WIDE)
+            most = max(shown, asset.zero())
+            raise InsufficientReserve(
+                f"reserve {name} holds {shown:f} {code}, less than the {amount:f} {code} this Move asks "
+                f"for; a move never takes a reserve below zero: move at most {most:f} {code}, or record "
+                f"what {name} really holds first (an OpeningBalance)"
+            )
+        self._counted(through, {key: value for key, value in changes.items() if value})
+
+    @event("Counted")
+    def _counted(self, through: int, changes: dict[str, Decimal]) -> None:
+        self.through = max(self.through, through)
+        for name, change in changes.items():
+            self.balances[name] = self.held(name) + change

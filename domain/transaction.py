@@ -3,6 +3,9 @@
 Buy:  Staged -> Sending (commit) -> COMPLETED (sendout confirmed on chain); Staged -> CANCELLED.
 Sell: Initiated -> Confirming -> ToPayout | COMPLETED -> PayoutConfirming -> COMPLETED;
       Initiated -> BLOCKED (payment of another amount) | CANCELLED (no payment before validUntil).
+A quote holds up to and including its validUntil (`quote_is_valid`, the one rule of time for both types): a
+buy is committed and a sell's payment is first seen within it, or not at all. A payment first seen after it
+is recorded against the expired sell (`PaidLate`, CANCELLED) as a payment to refund, never paid out.
 Every command checks first and records after; a refused command raises a named error and records nothing.
 """
 
@@ -67,6 +70,11 @@ ALLOWED_TRANSITIONS: dict[TransactionType, set[tuple[Status, Status]]] = {
 FINAL_STATUSES = frozenset({Status.COMPLETED, Status.CANCELLED, Status.BLOCKED})
 
 
+def quote_is_valid(valid_until: datetime, at: datetime) -> bool:
+    """Whether a quote valid until `valid_until` still holds at `at` (validUntil itself included)."""
+    return at <= valid_until
+
+
 @dataclass(frozen=True)
 class Order:
     """Everything a transaction was created with: who, what, where to, and the priced quote."""
@@ -116,15 +124,21 @@ class Transaction(Aggregate):
         order: Order
         at: datetime
         valid_until: datetime
+        commit_at_once: bool = False  # created without `stage`: Committed follows in the same recording
 
     class Initiated(Aggregate.Created):
         order: Order
         at: datetime
         valid_until: datetime
 
-    def __init__(self, order: Order, at: datetime, valid_until: datetime) -> None:
+    def __init__(
+        self, order: Order, at: datetime, valid_until: datetime, commit_at_once: bool = False
+    ) -> None:
         self.order = order
-        self.status = Status.STAGED if order.type == TransactionType.BUY else Status.INITIATED
+        if order.type == TransactionType.SELL:
+            self.status = Status.INITIATED
+        else:  # a buy created without `stage` is Sending from its first event on: never shown Staged
+            self.status = Status.SENDING if commit_at_once else Status.STAGED
         self.created = at
         self.updated = at
         self.valid_until = valid_until
@@ -143,6 +157,22 @@ class Transaction(Aggregate):
             at=at,
             valid_until=valid_until,
         )
+
+    @classmethod
+    def send_buy(cls, order: Order, at: datetime, valid_until: datetime) -> Transaction:
+        """A buy created without `stage`: recorded as Staged and Committed, in one recording, and Sending
+        from its first event on (its Staged says so), so no view ever shows it Staged."""
+        _require_type(order, TransactionType.BUY)
+        transaction = cls._create(
+            cls.Staged,
+            id=cls.create_id(order.partner, order.code),
+            order=order,
+            at=at,
+            valid_until=valid_until,
+            commit_at_once=True,
+        )
+        transaction._commit(at)
+        return transaction
 
     @classmethod
     def initiate_sell(cls, order: Order, at: datetime, valid_until: datetime) -> Transaction:
@@ -167,9 +197,13 @@ class Transaction(Aggregate):
     def is_open(self) -> bool:
         return self.status not in FINAL_STATUSES
 
+    def quote_holds(self, at: datetime) -> bool:
+        """Whether its quote still holds at `at` (see `quote_is_valid`)."""
+        return quote_is_valid(self.valid_until, at)
+
     def is_overdue(self, at: datetime) -> bool:
         """Staged buys and unpaid sells lapse at validUntil."""
-        return self.status in (Status.STAGED, Status.INITIATED) and at > self.valid_until
+        return self.status in (Status.STAGED, Status.INITIATED) and not self.quote_holds(at)
 
     # --- buy -----------------------------------------------------------------------------------------
 
@@ -210,9 +244,14 @@ class Transaction(Aggregate):
     # --- sell ----------------------------------------------------------------------------------------
 
     def report_deposit(self, payment: ChainPayment, required: int, payouts: bool, at: datetime) -> None:
-        """The customer's payment to the deposit address, seen with some confirmations."""
+        """The customer's payment to the deposit address, seen with some confirmations. A payment first
+        seen after validUntil (whether or not the sweep cancelled the sell yet) is late: whatever its
+        amount, the sell is CANCELLED (expired) and the payment recorded against it, to be refunded."""
         self._require(TransactionType.SELL, "a deposit report")
         if not self._is_news(payment):
+            return
+        if self.status == Status.CANCELLED or (self.status == Status.INITIATED and not self.quote_holds(at)):
+            self._paid_late(at, payment)
             return
         if self.status not in (Status.INITIATED, Status.CONFIRMING):
             raise self._refused("record a deposit for")
@@ -234,6 +273,13 @@ class Transaction(Aggregate):
     @event("ToPayout")
     def _to_payout(self, at: datetime, payment: ChainPayment) -> None:
         self.status = Status.TO_PAYOUT
+        self.payment = payment
+        self.updated = at
+
+    @event("PaidLate")
+    def _paid_late(self, at: datetime, payment: ChainPayment) -> None:
+        self.status = Status.CANCELLED
+        self.cancel_reason = "expired"
         self.payment = payment
         self.updated = at
 

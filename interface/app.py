@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 import msgspec
-from litestar import Litestar, Request, Response, get
+from litestar import Litestar, Request, Response
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
@@ -19,7 +19,15 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from application.adapters.addresses import Bip32AddressBook
 from application.adapters.prices import price_source_from
 from application.credentials import Credentials, load_or_create_credentials, var_dir
-from application.database import ensure_schema, eventsourcing_env, resolve_database_url
+from application.database import (
+    IDLE_SECONDS,
+    api_pools,
+    ensure_schema,
+    eventsourcing_env,
+    pool_settings,
+    resolve_database_url,
+    tagged,
+)
 from application.ledger import Ledger
 from application.ports import SystemClock
 from application.settings import Settings, load_settings
@@ -33,15 +41,18 @@ from interface.controllers.callbacks import TransactionCallbacksController
 from interface.controllers.chain import ChainController
 from interface.controllers.custodian import CustodianTransactionController
 from interface.controllers.customers import CustomerController
+from interface.controllers.health import health, liveness
 from interface.controllers.prices import PriceController
 from interface.controllers.reading import TransactionReadingController
 from interface.controllers.reserves import ReserveController
 from interface.controllers.sells import BrokerSellController
 from interface.controllers.tokens import TokenController
 from interface.idempotency import MAX_BODY, IdempotencyMiddleware, IdempotencyStore
+from interface.observability import ObservedLitestar, metrics
 from interface.openapi import openapi_config
 from interface.problems import EXCEPTION_HANDLERS
 from interface.rate_limits import RateLimitMiddleware
+from interface.read_your_writes import ReadYourWritesMiddleware, WritePositions
 from interface.reading import Reader
 from interface.security import UNAUTHENTICATED_PATHS, BearerAuthentication
 from interface.text import StorableTextMiddleware
@@ -66,6 +77,7 @@ class Runtime:
     pool: ConnectionPool
     database_url: str
     reader: Reader
+    write_positions: WritePositions
 
     async def open(self) -> None:
         """Opens what lives on the server's event loop: the idempotency keys' async pool."""
@@ -75,6 +87,15 @@ class Runtime:
         self.ledger.close()
         self.pool.close()
         self.reader.close()
+
+    def pools(self) -> dict[str, Any]:
+        """The connection pools of this process, by what they serve (for GET /metrics)."""
+        return {
+            "event_store": self.ledger.recorder.datastore.pool,
+            "api": self.pool,
+            "idempotency": self.idempotency.async_pool,
+            "read_models": self.reader.view.datastore.pool,
+        }
 
     async def aclose(self) -> None:
         await self.idempotency.async_pool.close()
@@ -86,7 +107,9 @@ def build_runtime(database_url: str | None = None) -> Runtime:
     settings = load_settings()
     var = var_dir()
     url = database_url or resolve_database_url(var)
+    url = tagged(url, "api")  # the name of this process's connections outside its pools
     ensure_schema(url, EVENTS_SCHEMA)
+    sizes = api_pools()  # BROKER_LEDGER_DB_CONNECTIONS, shared out; each pool connects only as it needs
     clock = SystemClock()
     ledger = Ledger(
         settings,
@@ -96,16 +119,33 @@ def build_runtime(database_url: str | None = None) -> Runtime:
         env=eventsourcing_env(url, EVENTS_SCHEMA),
     )
     credentials = load_or_create_credentials(settings, var)
-    pool_size = int(os.environ.get("BROKER_LEDGER_API_POOL_SIZE", "8"))
-    # idempotency leases, callbacks, health: a request waits at most 3 s for a connection
-    pool = ConnectionPool(url, min_size=1, max_size=pool_size, open=True, timeout=3)
+    # idempotency leases, callbacks, health: a request waits at most 3 s for a connection, checked before
+    # use (as every pool's are), so a database restart does not fail the next requests on dead connections
+    pool = ConnectionPool(
+        tagged(url, "api"),
+        min_size=0,
+        max_size=sizes.api,
+        open=True,
+        timeout=3,
+        max_idle=IDLE_SECONDS,
+        check=ConnectionPool.check_connection,
+    )
     # the requests' claims and answers of idempotency keys, on the event loop (opened with the app); each
     # statement commits by itself, with no BEGIN and COMMIT round trips around it
     async_pool = AsyncConnectionPool(
-        url, min_size=1, max_size=pool_size, open=False, timeout=3, kwargs={"autocommit": True}
+        tagged(url, "idempotency"),
+        min_size=0,
+        max_size=sizes.idempotency,
+        open=False,
+        timeout=3,
+        max_idle=IDLE_SECONDS,
+        kwargs={"autocommit": True},
+        check=AsyncConnectionPool.check_connection,
     )
     idempotency = IdempotencyStore(pool, API_SCHEMA, async_pool)
     idempotency.create_table()
+    write_positions = WritePositions(pool, async_pool, API_SCHEMA)
+    write_positions.create_table()
     return Runtime(
         settings=settings,
         ledger=ledger,
@@ -114,7 +154,14 @@ def build_runtime(database_url: str | None = None) -> Runtime:
         idempotency=idempotency,
         pool=pool,
         database_url=url,
-        reader=Reader(ledger, open_view(url, READ_MODELS, settings={"POSTGRES_MAX_OVERFLOW": "6"})),
+        reader=Reader(
+            ledger,
+            open_view(
+                url, READ_MODELS, settings=pool_settings(sizes.read_models, "read-models", checked=True)
+            ),
+            write_positions,
+        ),
+        write_positions=write_positions,
     )
 
 
@@ -150,21 +197,6 @@ class LedgerResponse(Response):
         return super().render(content, media_type, enc_hook)
 
 
-@get(
-    "/health",
-    operation_id="health",
-    tags=["Operations"],
-    exclude_from_auth=True,
-    sync_to_thread=True,
-    security=[{}],
-)
-def health(state: State) -> dict[str, str]:
-    """Liveness and database reachability, for load balancers and compose health checks."""
-    with state.pool.connection() as conn:
-        conn.execute("SELECT 1")
-    return {"status": "ok"}
-
-
 def allow_every_method(request: Request) -> Response | None:
     """Answers OPTIONS with every method of the path. Litestar 2 lists only the first handler registered on
     a path (litestar-org/litestar#4169, fixed in 3), e.g. PUT but not GET for /customer/{code}."""
@@ -183,9 +215,11 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
     callbacks = Callbacks(
         runtime.settings, runtime.pool, runtime.database_url, runtime.credentials.callback_secret
     )
-    return Litestar(
+    return ObservedLitestar(
         route_handlers=[
             health,
+            liveness,
+            metrics,
             TokenController,
             CustomerController,
             BrokerBuyController,
@@ -206,6 +240,7 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
             StorableTextMiddleware(),  # first: no text the ledger cannot store reaches anything else
             DefineMiddleware(BearerAuthentication, exclude=UNAUTHENTICATED_PATHS),
             RateLimitMiddleware(runtime.settings.rate_limits),  # after authentication: keyed by client
+            ReadYourWritesMiddleware(),  # keeps a write's position before its answer (also a stored one)
             IdempotencyMiddleware(),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
@@ -213,6 +248,7 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
         request_class=StrictJsonRequest,
         response_class=LedgerResponse,
         openapi_config=openapi_config(),
+        logging_config=None,  # the process's own (application/logs.py): litestar's would replace the root's
         request_max_body_size=MAX_BODY,
         state=State(
             {
@@ -224,6 +260,9 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
                 "failed_attempts": FailedAttempts(),
                 "runtime": runtime,
                 "callbacks": callbacks,
+                "projection_names": [spec.name for spec in PROJECTIONS],
+                "pools": runtime.pools,
+                "write_positions": runtime.write_positions,
             }
         ),
         on_startup=[runtime.open, sweeper.start, callbacks.start, *(worker.start for worker in workers)],

@@ -65,15 +65,44 @@ def decode_body(body: bytes, target: Any) -> Any:
     refuse_unstorable_body(raw)
     problems: list[str] = []
     raw = _as_declared(raw, _type_info(target), "$", problems)
-    try:
-        value = msgspec.convert(raw, target, strict=True)
-    except msgspec.ValidationError as error:
-        problems.append(str(error))
+    problems.extend(_field_problems(raw, target))
+    value = None
+    if not problems:
+        try:
+            value = msgspec.convert(raw, target, strict=True)
+        except msgspec.ValidationError as error:
+            problems.append(str(error))
     if problems:
         raise ValidationException(
             "; ".join(problems), extra=[{"message": problem, "source": "body"} for problem in problems]
         )
     return value
+
+
+def _field_problems(raw: Any, target: Any) -> list[str]:
+    """Every problem of a body's top-level fields, one line each (msgspec stops at the first): unknown
+    fields, missing required ones, and each field that is not what it must be, named as the client sent it."""
+    if not (isinstance(raw, dict) and isinstance(target, type) and issubclass(target, msgspec.Struct)):
+        return []
+    fields = {field.encode_name: field for field in msgspec.structs.fields(target)}
+    problems = [f"Object contains unknown field `{name}`" for name in raw if name not in fields]
+    for name, field in fields.items():
+        if name not in raw:
+            if field.required:
+                problems.append(f"Object missing required field `{name}`")
+            continue
+        try:
+            msgspec.convert(raw[name], field.type, strict=True)
+        except msgspec.ValidationError as error:
+            problems.append(_at_field(str(error), name))
+    return problems
+
+
+def _at_field(message: str, name: str) -> str:
+    """msgspec's message for a value converted on its own, placed at the field: `... - at `$.name[0]``."""
+    if " - at `$" in message:
+        return message.replace(" - at `$", f" - at `$.{name}", 1)
+    return f"{message} - at `$.{name}`"
 
 
 def _decode_json(body: bytes) -> Any:

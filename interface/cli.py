@@ -10,24 +10,38 @@ A command returns its exit code: 0 for success, 2 for a problem the user can fix
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
 from cyclopts import App, Parameter
 
 from application.adapters.addresses import Bip32AddressBook
-from application.credentials import CredentialsError, load_or_create_credentials, var_dir
+from application.credentials import ClientRecord, CredentialsError, stored_token_key, var_dir
+from application.database import APP_NAME
 from application.ports import SystemClock
 from application.settings import Settings, SettingsError, load_settings, settings_path
 from interface.auth import InvalidScope, TokenService
 
 USAGE_ERROR = 2
+DISTRIBUTION = "broker-ledger"
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's), for `--version`."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"
+
 
 app = App(
     name="broker-ledger",
     help="Broker Ledger: an event-sourced ledger for broker platforms trading crypto for fiat.",
+    version=package_version,
 )
 settings_app = App(name="settings", help="Check the settings file.")
 app.command(settings_app)
@@ -88,9 +102,11 @@ def check_settings(*, file: Annotated[Path | None, Parameter(name=["--file", "--
 
 @app.command(name="token")
 def token(*, client: str, scope: str | None = None, settings: SettingsOption = None) -> int:
-    """Print an access token for a configured client.
+    """Print an access token for a configured client, signed with the server's key.
 
-    For curl: TOKEN=$(broker-ledger token --client demo-broker)
+    For curl: TOKEN=$(broker-ledger token --client demo-broker). The key is the one `serve` keeps in
+    $BROKER_LEDGER_VAR (default ./var) or $BROKER_LEDGER_TOKEN_KEY; without one it refuses, and it never
+    makes one (stderr says which key it used).
 
     Parameters
     ----------
@@ -102,21 +118,32 @@ def token(*, client: str, scope: str | None = None, settings: SettingsOption = N
     loaded = settings_or_none(settings)
     if loaded is None:
         return USAGE_ERROR
+    record = configured_client(loaded, client)
+    if record is None:
+        known = ", ".join(sorted(c for p in loaded.partners.values() for c in p.clients)) or "none"
+        return fail(f"unknown client {client!r}; configured clients: {known}")
     try:
-        credentials = load_or_create_credentials(loaded, var_dir())
+        key = stored_token_key(var_dir())
     except CredentialsError as error:
         return fail(str(error))
-    record = credentials.client(client)
-    if record is None:
-        known = ", ".join(credentials.client_ids()) or "none"
-        return fail(f"unknown client {client!r}; configured clients: {known}")
-    service = TokenService(loaded.tokens, credentials.signing_key, SystemClock())
+    service = TokenService(loaded.tokens, key.key, SystemClock())
     try:
         issued = service.issue(record, scope)
     except InvalidScope as error:
         return fail(error.reason)
+    print(f"signed with the key in {key.source}", file=sys.stderr)
     print(issued.access_token)
     return 0
+
+
+def configured_client(settings: Settings, client_id: str) -> ClientRecord | None:
+    """The client as the settings configure it; minting needs no secret, so its hash is left empty."""
+    for code, partner in settings.partners.items():
+        client = partner.clients.get(client_id)
+        if client is not None:
+            roles = frozenset(role.value for role in client.roles)
+            return ClientRecord(client_id=client_id, partner=code, roles=roles, secret_hash="")
+    return None
 
 
 app.command("interface.serve:serve", name="serve")
@@ -127,6 +154,8 @@ app.command("projections.analyst_cli:app", name="analyst")
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point; exits with the command's exit code."""
+    # libpq's default application_name: every connection of the command (and of its workers) says it is ours
+    os.environ.setdefault("PGAPPNAME", APP_NAME)
     app(list(argv) if argv is not None else None)
 
 

@@ -318,8 +318,13 @@ class IdempotencyMiddleware(ASGIMiddleware):
             """Stores the answer, or frees the key, before the client has the whole answer, so that a retry
             right after it finds the key done or free."""
             executed = response.status < 500 and not refused_before_execution(scope)
-            if executed and await store.finish(partner, key, created, response):
-                return
+            try:
+                if executed and await store.finish(partner, key, created, response):
+                    return
+            except (psycopg.Error, PoolTimeout) as error:
+                # the answer is true all the same and is sent; the key is freed instead, and a retry runs
+                # again and finds what this request did (a create finds its transaction by the key's code)
+                log.warning("could not keep the answer of Idempotency-Key %r of %s: %s", key, partner, error)
             await anyio.to_thread.run_sync(store.release, partner, key, created)
 
         recorder = _ResponseRecorder(send, settle_before_the_last_byte)

@@ -19,13 +19,16 @@ from types import ModuleType
 from typing import Any
 
 import msgspec
-from litestar import Litestar, Request
+from litestar import Litestar, Request, Response, Router
+from litestar.enums import MediaType
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
+from domain import errors
 from interface import schemas
-from interface.problems import PROBLEM_JSON, TITLES
+from interface.examples import add_examples, guide_examples
+from interface.problems import PROBLEM_JSON, STATUS_OF_KIND, TITLES, problem_response
 from interface.rate_limits import EXEMPT_PATHS
 
 REF = "#/components/schemas/{name}"
@@ -33,6 +36,40 @@ HEADERS_OF_STATUS = {
     401: {"WWW-Authenticate": "the authentication scheme to use"},
     429: {"Retry-After": "seconds to wait before trying again"},
     503: {"Retry-After": "seconds to wait before trying again"},
+}
+
+
+# The `code` values of the refusals the interface itself gives, by status (the domain's are added by kind).
+SHARED_CODES = {
+    400: [
+        "malformed_request",
+        "api_version_missing",
+        "api_version_unsupported",
+        "api_version_repeated",
+        "text_not_storable",
+        "idempotency_key_invalid",
+    ],
+    401: ["unauthorized"],
+    403: ["forbidden"],
+    404: ["not_found"],
+    409: ["idempotency_request_in_progress"],
+    413: ["request_too_large"],
+    415: ["unsupported_media_type"],
+    422: ["validation_failed", "duplicate_key", "text_not_storable", "idempotency_key_reused"],
+    429: ["rate_limited"],
+    503: ["database_unavailable"],
+}
+IDEMPOTENCY_CODES = {"idempotency_key_invalid", "idempotency_request_in_progress", "idempotency_key_reused"}
+CODES_OF_OPERATION = {
+    "issueToken": {
+        400: ["malformed_request", "invalid_request", "unsupported_grant_type", "invalid_scope"],
+        401: ["invalid_client"],
+        413: ["request_too_large"],
+        415: ["unsupported_media_type"],
+        422: ["validation_failed", "duplicate_key", "text_not_storable"],
+        429: ["rate_limited", "too_many_failed_attempts", "secret_checks_busy"],
+        503: ["database_unavailable"],
+    }
 }
 
 
@@ -63,16 +100,35 @@ class LedgerDocument(JsonRenderPlugin):
             self._rendered = self.render_json(request, corrected(openapi_schema, request.app))
         return self._rendered
 
+    def receive_router(self, router: Router) -> None:
+        """Litestar answers an unknown path under /schema with an HTML page of its own; here it is a
+        problem like every other 404."""
+        super().receive_router(router)
+        router.after_request = _problem_for_html_404
+
+
+async def _problem_for_html_404(response: Response) -> Response:
+    if response.status_code == 404 and response.media_type == MediaType.HTML:
+        return problem_response(404, "not_found", "no such resource: check the path against the API document")
+    return response
+
 
 def corrected(document: dict[str, Any], app: Litestar) -> dict[str, Any]:
     document = copy.deepcopy(document)
     schemas = document["components"]["schemas"]
-    schemas.update({name: schema for name, schema in struct_schemas().items() if name in schemas})
+    ours = struct_schemas()
+    schemas.update({name: schema for name, schema in ours.items() if name in schemas})
+    for schema in list(schemas.values()):  # the variants of an exactly-one-of body
+        for option in schema.get("oneOf", []):
+            name = option.get("$ref", "").rpartition("/")[2]
+            if name in ours:
+                schemas[name] = ours[name]
     roles = roles_by_operation(app)
     for path, operations in document["paths"].items():
         limited = not path.startswith(EXEMPT_PATHS)
         for method, operation in operations.items():
             _correct_operation(method, operation, roles.get(operation.get("operationId")), limited)
+    add_examples(document, guide_examples())
     return document
 
 
@@ -87,7 +143,38 @@ def struct_schemas() -> dict[str, Any]:
         and value.__module__ == module.__name__
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=REF)
+    for module in schema_modules():
+        for name, rules in getattr(module, "SCHEMA_RULES", {}).items():
+            components[name] = {**components[name], **rules}
+        for name, fields in getattr(module, "EXACTLY_ONE_OF", {}).items():
+            components.update(_exactly_one_of(name, components[name], fields))
     return _numbers_for_decimals(components)
+
+
+def _exactly_one_of(name: str, schema: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """`name` as a oneOf of one schema per field: that field required and not null, the others null or
+    absent (`BrokerSell` is `BrokerSellByFiatValue` or `BrokerSellByCryptoAmount`)."""
+    variants = {}
+    for field in fields:
+        properties = dict(schema["properties"])
+        properties[field] = _not_null(properties[field])
+        properties[field] = {k: v for k, v in properties[field].items() if k != "default"}
+        for other in fields:
+            if other != field:
+                properties[other] = {"type": "null"}
+        variant = f"{name}By{field[0].upper()}{field[1:]}"
+        variants[variant] = {
+            **schema,
+            "title": variant,
+            "properties": properties,
+            "required": sorted({*schema.get("required", []), field}),
+        }
+    one_of = {
+        "title": name,
+        "description": f"{schema.get('description', '')} Give exactly one of {' and '.join(fields)}.".strip(),
+        "oneOf": [{"$ref": REF.format(name=variant)} for variant in variants],
+    }
+    return {name: one_of, **variants}
 
 
 def schema_modules() -> list[ModuleType]:
@@ -123,6 +210,13 @@ def _correct_operation(
         # litestar documents its own 400 as application/json: every refusal is a problem
         if PROBLEM_JSON not in documented.get(str(status), {}).get("content", {}):
             documented[str(status)] = _problem(status)
+    codes = CODES_OF_OPERATION.get(operation.get("operationId", ""), codes_by_status())
+    keyed = any(parameter["name"] == "Idempotency-Key" for parameter in operation.get("parameters", []))
+    for status, response in documented.items():
+        if PROBLEM_JSON in response.get("content", {}) and status.isdigit():
+            given = [code for code in codes.get(int(status), []) if keyed or code not in IDEMPOTENCY_CODES]
+            listed = ", ".join(f"`{code}`" for code in given)
+            response["description"] = f"{TITLES.get(int(status), 'Error')}; `code` is one of {listed}"
     for status, headers in HEADERS_OF_STATUS.items():
         if str(status) in documented:
             documented[str(status)]["headers"] = {
@@ -179,3 +273,18 @@ def _numbers_for_decimals(schema: Any) -> Any:
     if schema.get("type") == "string" and schema.get("format") == "decimal":
         return {**{k: v for k, v in schema.items() if k != "format"}, "type": "number"}
     return {key: _numbers_for_decimals(value) for key, value in schema.items()}
+
+
+def codes_by_status() -> dict[int, list[str]]:
+    """Every `code` a status can carry: the interface's own and the domain's errors of its kind."""
+    codes = {status: list(shared) for status, shared in SHARED_CODES.items()}
+    for value in vars(errors).values():
+        if (
+            isinstance(value, type)
+            and issubclass(value, errors.DomainError)
+            and value is not errors.DomainError
+        ):
+            listed = codes.setdefault(STATUS_OF_KIND[value.kind], [])
+            if value.code not in listed:
+                listed.append(value.code)
+    return codes

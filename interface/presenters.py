@@ -14,10 +14,11 @@ import msgspec
 from eventsourcing.domain import DomainEvent
 
 from application.commands import LimitUsage
+from application.history import happened_at
 from application.settings import Settings
 from domain.account import Account
 from domain.customer import Customer
-from domain.money import Asset
+from domain.money import WIDE, Asset
 from domain.pricing import Price
 from domain.transaction import Order, Status, Transaction, balance_mutation
 from interface.schemas import responses as r
@@ -59,9 +60,9 @@ def limits(settings: Settings, customer: Customer, usages: list[LimitUsage]) -> 
                 direction=u.direction,
                 period=u.period,
                 period_key=u.key,
-                limit=_fiat(base, u.limit),
-                used=_fiat(base, u.used),
-                remaining=_fiat(base, u.remaining),
+                limit=_scaled(base, u.limit),
+                used=_scaled(base, u.used),
+                remaining=_scaled(base, u.remaining),
             )
             for u in usages
         ],
@@ -74,6 +75,7 @@ def transaction(settings: Settings, tx: Transaction) -> r.TransactionEnvelope:
     body = _with(
         body,
         valid_until=tx.valid_until if tx.order.type == "BROKERSELL" or tx.status == Status.STAGED else None,
+        payment_reference=tx.payout_reference or tx.order.payment_reference,
         blockchain_transaction_id=payment.tx_id if payment else None,
         confirmations=payment.confirmations if payment else None,
     )
@@ -92,6 +94,7 @@ def _transaction_body(
     settings: Settings, order: Order, status: str, created: datetime, updated: datetime
 ) -> r.Transaction:
     fiat = settings.fiat(order.currency)
+    crypto = settings.crypto_asset(order.crypto)
     quote = order.quote
     fees = quote.fees
     crypto_mutation, fiat_mutation = balance_mutation(order)
@@ -106,25 +109,27 @@ def _transaction_body(
         payment_method_code=order.payment_method,
         destination_crypto_address=order.destination_address or None,
         requested_amounts=r.Amounts(
-            crypto_amount=quote.requested_crypto,
-            fiat_value=_fiat(fiat, quote.requested_fiat),
-            crypto_price=quote.requested_price,
+            crypto_amount=_scaled(crypto, quote.requested_crypto),
+            fiat_value=_scaled(fiat, quote.requested_fiat),
+            crypto_price=_scaled(fiat, quote.requested_price),
         ),
         executed_amounts=r.Amounts(
-            crypto_amount=quote.crypto_amount,
-            fiat_value=_fiat(fiat, quote.fiat_value),
-            crypto_price=quote.price,
+            crypto_amount=_scaled(crypto, quote.crypto_amount),
+            fiat_value=_scaled(fiat, quote.fiat_value),
+            crypto_price=_scaled(fiat, quote.price),
         ),
         fees=r.Fees(
-            partner_fee_fiat=_fiat(fiat, fees.partner_fiat),
-            partner_fee_crypto=fees.partner_crypto,
-            bank_fee_fiat=_fiat(fiat, fees.bank_fiat),
-            bank_fee_crypto=fees.bank_crypto,
-            network_fee_fiat=_fiat(fiat, fees.network_fiat),
-            network_fee_crypto=fees.network_crypto,
+            partner_fee_fiat=_scaled(fiat, fees.partner_fiat),
+            partner_fee_crypto=_scaled(crypto, fees.partner_crypto),
+            bank_fee_fiat=_scaled(fiat, fees.bank_fiat),
+            bank_fee_crypto=_scaled(crypto, fees.bank_crypto),
+            network_fee_fiat=_scaled(fiat, fees.network_fiat),
+            network_fee_crypto=_scaled(crypto, fees.network_crypto),
         ),
-        balance_mutation=r.BalanceMutation(crypto=crypto_mutation, fiat=_fiat(fiat, fiat_mutation)),
-        payment_reference=order.payment_reference,
+        balance_mutation=r.BalanceMutation(
+            crypto=_scaled(crypto, crypto_mutation), fiat=_scaled(fiat, fiat_mutation)
+        ),
+        payment_reference=order.payment_reference,  # the payout's reference, once given, in `transaction`
         data=order.data or None,
         created=created,
         updated=updated,
@@ -134,6 +139,7 @@ def _transaction_body(
 def transaction_row(settings: Settings, row: dict[str, Any]) -> r.Transaction:
     """A transaction as the read model `read.transactions` holds it, in the same shape as `transaction`."""
     fiat = settings.fiat(row["currency_code"])
+    crypto = settings.crypto_asset(row["crypto_code"])
     shows_valid_until = row["type"] == "BROKERSELL" or row["status"] == Status.STAGED
     return r.Transaction(
         transaction_code=row["transaction_code"],
@@ -146,27 +152,27 @@ def transaction_row(settings: Settings, row: dict[str, Any]) -> r.Transaction:
         payment_method_code=row["payment_method_code"],
         destination_crypto_address=row["destination_address"],
         requested_amounts=r.Amounts(
-            crypto_amount=row["requested_crypto_amount"],
-            fiat_value=_fiat(fiat, row["requested_fiat_value"]),
-            crypto_price=row["requested_price"],
+            crypto_amount=_scaled(crypto, row["requested_crypto_amount"]),
+            fiat_value=_scaled(fiat, row["requested_fiat_value"]),
+            crypto_price=_scaled(fiat, row["requested_price"]),
         ),
         executed_amounts=r.Amounts(
-            crypto_amount=row["crypto_amount"],
-            fiat_value=_fiat(fiat, row["fiat_value"]),
-            crypto_price=row["crypto_price"],
+            crypto_amount=_scaled(crypto, row["crypto_amount"]),
+            fiat_value=_scaled(fiat, row["fiat_value"]),
+            crypto_price=_scaled(fiat, row["crypto_price"]),
         ),
         fees=r.Fees(
-            partner_fee_fiat=_fiat(fiat, row["partner_fee_fiat"]),
-            partner_fee_crypto=row["partner_fee_crypto"],
-            bank_fee_fiat=_fiat(fiat, row["bank_fee_fiat"]),
-            bank_fee_crypto=row["bank_fee_crypto"],
-            network_fee_fiat=_fiat(fiat, row["network_fee_fiat"]),
-            network_fee_crypto=row["network_fee_crypto"],
+            partner_fee_fiat=_scaled(fiat, row["partner_fee_fiat"]),
+            partner_fee_crypto=_scaled(crypto, row["partner_fee_crypto"]),
+            bank_fee_fiat=_scaled(fiat, row["bank_fee_fiat"]),
+            bank_fee_crypto=_scaled(crypto, row["bank_fee_crypto"]),
+            network_fee_fiat=_scaled(fiat, row["network_fee_fiat"]),
+            network_fee_crypto=_scaled(crypto, row["network_fee_crypto"]),
         ),
         balance_mutation=r.BalanceMutation(
-            crypto=row["balance_crypto"], fiat=_fiat(fiat, row["balance_fiat"])
+            crypto=_scaled(crypto, row["balance_crypto"]), fiat=_scaled(fiat, row["balance_fiat"])
         ),
-        payment_reference=row["payment_reference"],
+        payment_reference=row.get("payout_reference") or row["payment_reference"],
         data=row["data"] or None,
         created=_utc(row["created"]),
         updated=_utc(row["updated"]),
@@ -202,7 +208,7 @@ def history(
             r.TransactionEvent(
                 version=event.originator_version,
                 type=type(event).__name__,
-                timestamp=event.timestamp,
+                timestamp=happened_at(event),  # the time base of created, updated and asOf
                 data={k: _plain(v) for k, v in vars(event).items() if k not in EVENT_METADATA},
             )
             for event in events
@@ -229,9 +235,15 @@ def _utc(at: datetime | None) -> datetime | None:
     return None if at is None else at.astimezone(UTC)
 
 
-def _fiat(asset: Asset, amount: Decimal | int | None) -> Decimal | None:
-    """Fiat at its minor unit. The ledger may give a plain int (0 when a limit window is still unused)."""
-    return None if amount is None else Decimal(amount).quantize(asset.quantum)
+def _scaled(asset: Asset, amount: Decimal | int | None) -> Decimal | None:
+    """An amount written at its asset's scale (fiat at its minor unit, crypto at its precision), so that
+    every amount of one asset has the same number of decimals in a response; a value with more digits than
+    the scale (a requested price, say) is written as it is rather than rounded. The ledger may give a plain
+    int (0 when a limit window is still unused)."""
+    if amount is None:
+        return None
+    scaled = Decimal(amount).quantize(asset.quantum, context=WIDE)
+    return scaled if scaled == amount else Decimal(amount)
 
 
 def prices(currency: str, at: datetime, price_list: dict[str, Price]) -> r.Prices:

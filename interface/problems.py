@@ -56,6 +56,28 @@ TITLES = {
 }
 
 
+# Titles of the interface's own codes; a code without one here is titled after itself ("text_not_storable":
+# "Text not storable"), so a title never names another problem than its code.
+TITLES_OF_CODES = {
+    "api_version_missing": "API version missing",
+    "api_version_unsupported": "API version not served",
+    "api_version_repeated": "API version repeated",
+    "idempotency_key_invalid": "Invalid Idempotency-Key",
+    "idempotency_key_reused": "Idempotency-Key reused",
+    "idempotency_request_in_progress": "Request in progress",
+    "duplicate_key": "Key named twice",
+    "database_unavailable": "Database unavailable",
+}
+
+
+def title_of(status: int, code: str) -> str:
+    if code in TITLES_OF_CODES:
+        return TITLES_OF_CODES[code]
+    if code == CODE_OF_STATUS.get(status) or code == "internal_error":
+        return TITLES.get(status, "Error")
+    return code.replace("_", " ").capitalize()
+
+
 class ApiProblem(HTTPException):
     """A refusal raised by the interface itself (tokens, versions, idempotency) with its own code."""
 
@@ -101,7 +123,7 @@ def problem_response(
 ) -> Response[Problem]:
     body = Problem(
         type=f"urn:broker-ledger:problem:{code}",
-        title=title or TITLES.get(status, "Error"),
+        title=title or title_of(status, code),
         status=status,
         detail=detail,
         code=code,
@@ -148,15 +170,27 @@ def _validation_problem(error: ValidationException) -> Response[Problem]:
     return problem_response(status, CODE_OF_STATUS[status], "; ".join(errors), errors)
 
 
+PLACES = {"query": "query parameter", "path": "path parameter", "header": "header", "cookie": "cookie"}
+
+
 def _describe(item: object) -> str:
+    """One line per problem, naming a parameter as the client sends it: `query parameter pageSize: Expected
+    `int` <= 200` (litestar says `Expected `int` <= 200 (ParamType.QUERY field 'page_size')`)."""
     if not isinstance(item, dict):
         return str(item)
     message = str(item.get("message", "invalid value"))
     key = item.get("key")
-    where = item.get("source")
+    source = item.get("source")
+    where = PLACES.get(str(getattr(source, "value", source)).lower())
     if key and key != "data":
-        return f"{message} ({where} field {key!r})" if where else f"{message} ({key!r})"
+        name = key if where == "header" else _camel(str(key))
+        return f"{where} {name}: {message}" if where else f"{name}: {message}"
     return message
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.capitalize() for part in rest)
 
 
 def unexpected_error(request: Request, error: Exception) -> Response[Problem]:

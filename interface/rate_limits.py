@@ -4,7 +4,7 @@ A request with a valid bearer token counts against its client (the token's `sub`
 (POST /connect/token, OPTIONS) against its remote address. A bucket refills at `requests_per_second` and holds
 up to `burst` requests; a request that finds less than one in its bucket is refused with 429 `rate_limited`
 and `Retry-After` (whole seconds, at least 1), and refused requests take nothing from it. GET /health and the
-API document (/schema) are never limited.
+API document (/schema) and GET /metrics are never limited.
 
 The middleware runs after authentication (a request with a bad token is 401 and costs no token) and before
 Idempotency-Key handling and the handler, so a refused request reads no body and touches no database.
@@ -30,7 +30,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from application.settings import RateLimitSettings
 from interface.problems import ApiProblem
 
-EXEMPT_PATHS = ("/health", "/schema")  # prefixes: liveness checks and the API document
+EXEMPT_PATHS = ("/health", "/schema", "/metrics")  # prefixes: health checks, the API document, metrics
 ROUNDING = 1e-9  # a token due now but short by float rounding still counts
 
 

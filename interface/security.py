@@ -19,7 +19,7 @@ from interface.versioning import check_api_version
 BROKER = "broker"
 OPERATOR = "operator"
 AUDITOR = "auditor"
-UNAUTHENTICATED_PATHS = ["^/connect/token$", "^/schema", "^/health$"]
+UNAUTHENTICATED_PATHS = ["^/connect/token$", "^/schema", "^/health$", "^/health/live$", "^/metrics$"]
 
 
 class BearerAuthentication(AbstractAuthenticationMiddleware):

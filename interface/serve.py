@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +16,11 @@ from cyclopts import Parameter
 
 from application.credentials import load_or_create_credentials, var_dir
 from application.database import redact, resolve_database_url
+from application.logs import configure_logging, log_config
 from application.settings import SETTINGS_ENV
 from interface.app import PROJECTIONS_ENV
 from interface.cli import USAGE_ERROR, SettingsOption, settings_or_none
+from interface.observability import MULTIPROCESS_ENV
 
 log = logging.getLogger("broker_ledger")
 
@@ -46,7 +49,7 @@ def serve(
     host
         Address to bind; 0.0.0.0 to listen on every interface.
     """
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level)
     loaded = settings_or_none(settings)
     if loaded is None:
         return USAGE_ERROR
@@ -57,7 +60,9 @@ def serve(
     var = var_dir()
     os.environ["BROKER_LEDGER_VAR"] = str(var.resolve())
     os.environ["DATABASE_URL"] = resolve_database_url(var)  # workers inherit the embedded server's URL
-    load_or_create_credentials(loaded, var)
+    load_or_create_credentials(loaded, var)  # creates var/ private (0700) if it is new
+    if workers > 1:  # each worker counts into this directory; GET /metrics adds them up
+        os.environ[MULTIPROCESS_ENV] = str(fresh_metrics_dir(var))
     log.info(
         "database %s; client secrets of new clients in %s",
         redact(os.environ["DATABASE_URL"]),
@@ -69,7 +74,8 @@ def serve(
         port=port,
         workers=workers,
         log_level=log_level,
-        access_log=False,
+        log_config=log_config(log_level),
+        access_log=False,  # the app writes its own access log (interface/observability.py)
         timeout_graceful_shutdown=10,
     )
     if workers > 1:  # uvicorn's supervisor forwards SIGTERM to the workers and exits 0
@@ -77,6 +83,14 @@ def serve(
     else:
         QuietServer(uvicorn.Config("interface.app:create_app", **options)).run()
     return 0
+
+
+def fresh_metrics_dir(var: Path) -> Path:
+    """Where the workers write their metrics for GET /metrics to add up; emptied, as counts start at zero."""
+    directory = var / "metrics"
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return directory
 
 
 class QuietServer(uvicorn.Server):

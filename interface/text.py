@@ -8,6 +8,7 @@ an event that no read model can hold, so it is refused before anything is record
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -33,6 +34,12 @@ def unstorable(text: str) -> str | None:
     return None
 
 
+def shown(text: str) -> str:
+    """`text` as a problem may quote it: as it is if it can be stored, else with JSON's escapes (a lone
+    surrogate cannot even be written in the answer's UTF-8)."""
+    return text if unstorable(text) is None else json.dumps(text)[1:-1]
+
+
 def unstorable_in(value: Any, where: str = "$") -> list[str]:
     """One line per string (object keys included) of a decoded JSON value that cannot be stored."""
     if isinstance(value, str):
@@ -44,7 +51,7 @@ def unstorable_in(value: Any, where: str = "$") -> list[str]:
             reason = unstorable(key)
             if reason is not None:
                 found.append(f"a key of {where} {reason}; remove it")
-            found.extend(unstorable_in(item, f"{where}.{key}"))
+            found.extend(unstorable_in(item, f"{where}.{shown(key)}"))
         return found
     if isinstance(value, list):
         return [line for index, item in enumerate(value) for line in unstorable_in(item, f"{where}[{index}]")]

@@ -6,23 +6,11 @@ from __future__ import annotations
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
-from litestar.params import Parameter
 
 from interface.problems import ApiProblem
 
 CURRENT = "1.2"
 HEADER = "api_version"
-
-
-def api_version_parameter(version: str = CURRENT) -> Parameter:
-    return Parameter(
-        str,
-        header=HEADER,
-        required=True,
-        description=f"API version; this endpoint answers to {version}",
-        examples=None,
-        pattern=None,
-    )
 
 
 def check_api_version(connection: ASGIConnection, handler: BaseRouteHandler) -> None:

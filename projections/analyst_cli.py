@@ -1,8 +1,9 @@
 """`broker-ledger analyst create-role`: the read-only role analysts connect with (see docs/analytics.md).
 
 The role may log in and read every table and view of the schema `read` (also those created later), and
-nothing else: no access to the event store (`ledger`) or the API's tables (`api`), and its sessions are
-read-only.
+nothing else: no access to the event store (`ledger`), the API's tables (`api`) or the callback tables of
+`read` (payloads, URLs and receivers' answers are partner data an analyst does not need), and its sessions
+are read-only.
 """
 
 from __future__ import annotations
@@ -17,15 +18,17 @@ from cyclopts import App, Parameter
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from application.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
 from application.credentials import var_dir
 from application.database import build_url, redact, resolve_database_url
-from projections.catalog import READ_MODELS
+from projections.catalog import CALLBACK_OUTBOX, READ_MODELS
 from projections.postgres import READ_SCHEMA
 from projections.runner import open_view
 
 app = App(name="analyst", help="The read-only database role for analysts.")
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 PRIVATE_SCHEMAS = ("ledger", "api")
+PRIVATE_TABLES = (STATES, OUTBOX, ATTEMPTS, ENDPOINTS)  # of the schema `read`: the callbacks' partner data
 USAGE_ERROR = 2
 
 
@@ -42,7 +45,8 @@ def create_role(
     if not ROLE_NAME.match(name):
         return _fail(f"{name!r} is not a plain role name (lower-case letters, digits and _)")
     url = resolve_database_url(var_dir())
-    open_view(url, READ_MODELS).datastore.close()  # the read schema and its tables exist before the grants
+    for spec in (READ_MODELS, CALLBACK_OUTBOX):  # the read schema and its tables exist before the grants
+        open_view(url, spec).datastore.close()
     with psycopg.connect(url, autocommit=True) as conn:
         if conn.execute("SELECT current_user").fetchone()[0] == name:
             return _fail(f"{name!r} is the service's own role; choose another name")
@@ -55,7 +59,10 @@ def create_role(
     params = conninfo_to_dict(url)
     params.update(user=name, password=password)
     done = "updated" if existed else "created"
-    print(f"role {name} {done}: SELECT on every table and view of the schema {READ_SCHEMA}, nothing else")
+    print(
+        f"role {name} {done}: SELECT on every table and view of the schema {READ_SCHEMA} but the callback "
+        "tables, nothing else"
+    )
     if password is not None:
         print(f'connect with: psql "{build_url(params)}"')
     else:
@@ -76,6 +83,10 @@ def grants(name: str, password: str | None, existed: bool, dbname: str) -> list[
         sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role),
         sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(schema, role),
         sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} GRANT SELECT ON TABLES TO {}").format(schema, role),
+    ]
+    statements += [
+        sql.SQL("REVOKE ALL ON {} FROM {}").format(sql.Identifier(READ_SCHEMA, table), role)
+        for table in PRIVATE_TABLES
     ]
     for private in PRIVATE_SCHEMAS:
         statements += [

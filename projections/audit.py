@@ -8,8 +8,9 @@ be; `export` writes the history of a period as JSON Lines (see `projections.audi
     to P into a temporary schema `audit_<hex>`, checksums the same tables there, and drops the schema. The
     live projection may run on meanwhile: the comparison is at P on both sides.
 (b) postings balance: debits equal credits per currency overall and per event (notification id), when a
-    `read.postings` table exists.
+    `read.postings` table exists; and no reserve that must not be negative is (`projections.audit_reserves`).
 (c) the audit chain: see `projections.audit_chain_check`.
+(d) every projection keeps up with the log: see `projections.audit_lag`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from application.database import eventsourcing_env
 from application.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit_chain_check import check_chain
 from projections.audit_export import export
+from projections.audit_lag import check_projections_keep_up
+from projections.audit_reserves import negative_reserves
 from projections.audit_sql import (
     FAILED,
     OK,
@@ -75,6 +78,7 @@ def verify(
         log_app.close()
     checks.append(_guarded("postings balance", lambda: check_postings(url)))
     checks.append(_guarded("audit chain", lambda: check_chain(url, expected)))
+    checks.append(_guarded("projections keep up", lambda: check_projections_keep_up(url, projections)))
     return Report(checks)
 
 
@@ -171,13 +175,18 @@ def check_postings(url: str) -> Check:
         totals = conn.execute(
             SQL("SELECT count(*) AS rows, count(DISTINCT {}) AS currencies FROM {}").format(cur, table)
         ).fetchone()
+        negative = negative_reserves(conn, READ_SCHEMA)
     problems = [f"currency {row['c']}: debits - credits = {row['net']}" for row in overall]
     problems += [f"notification {row['n']}, {row['c']}: debits - credits = {row['net']}" for row in per_event]
+    problems += negative
     if problems:
         return Check(name, FAILED, problems)
     assert totals is not None
     return Check(
         name,
         OK,
-        [f"{totals['rows']} postings in {totals['currencies']} currencies balance, overall and per event"],
+        [
+            f"{totals['rows']} postings in {totals['currencies']} currencies balance, overall and per event; "
+            "no reserve that must not be negative is"
+        ],
     )

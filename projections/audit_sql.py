@@ -97,6 +97,10 @@ def rows_only_in(conn: Connection, table: Composable, other: Composable, limit: 
 
 
 def tracking_position(conn: Connection, schema: str, tracking_table: str, application: str) -> int:
+    """The position recorded in `tracking_table`; 0 when the table does not exist (looked up first, so that a
+    projection that never ran costs no failed query, nor an ERROR line in PostgreSQL's log)."""
+    if not table_exists(conn, schema, tracking_table):
+        return 0
     row = conn.execute(
         SQL("SELECT max(notification_id) AS position FROM {} WHERE application_name = %s").format(
             Identifier(schema, tracking_table)

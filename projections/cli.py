@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import os
 import queue
@@ -11,6 +10,7 @@ import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Annotated, Any
 
+import psycopg
 from cyclopts import App, Parameter
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -19,8 +19,10 @@ from rich.table import Table
 from application.credentials import var_dir
 from application.database import ensure_schema, eventsourcing_env, resolve_database_url
 from application.log import EVENTS_SCHEMA, LedgerLog
+from application.logs import configure_logging
+from projections import status as projection_status
 from projections.catalog import PROJECTIONS, by_name
-from projections.runner import APPLICATION, ProjectionSpec, ProjectionWorker, exclusive, open_view, replay
+from projections.runner import ProjectionSpec, ProjectionWorker, exclusive, open_view, replay
 
 app = App(name="projections", help="Run, inspect and rebuild the read models.")
 console = Console()
@@ -40,7 +42,7 @@ def _log_app(url: str) -> LedgerLog:
 def run() -> int:
     """Run every projection in the foreground until SIGTERM or Ctrl-C (one process in the cluster runs
     each projection at a time; start several for fail-over)."""
-    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging("info")
     url = _database()
     workers = [ProjectionWorker(url, spec) for spec in PROJECTIONS]
     stopped = threading.Event()
@@ -56,18 +58,45 @@ def run() -> int:
 
 @app.command(name="status")
 def status() -> int:
-    """Each projection's position in the event log and how many events it lags behind."""
+    """Each projection's position in the event log, how far it lags behind (in events, and the age of the
+    oldest event it has not applied), whether this cluster runs it, and its last error while it fails.
+    Exit 1 when a projection is stalled (a recorded failure, or a lag older than
+    BROKER_LEDGER_PROJECTION_STALL_SECONDS), else 0."""
     url = _database()
     log_app = _log_app(url)
-    head = log_app.recorder.max_notification_id() or 0
-    table = Table("projection", "position", "head", "lag (events)", "running")
-    for spec in PROJECTIONS:
-        position = open_view(url, spec).position(APPLICATION)
+    try:
+        head = log_app.recorder.max_notification_id() or 0
+        threshold = projection_status.stall_seconds()
+        with psycopg.connect(url, autocommit=True) as conn:
+            names = [spec.name for spec in PROJECTIONS]
+            states = projection_status.states(conn, names, head, projection_status.event_time(log_app))
+    finally:
+        log_app.close()
+    table = Table("projection", "position", "head", "lag (events)", "lag (s)", "running", "last error")
+    for spec, state in zip(PROJECTIONS, states, strict=True):
         with exclusive(url, spec) as free:
-            table.add_row(spec.name, str(position), str(head), str(head - position), "no" if free else "yes")
+            running = "no" if free else "yes"
+        table.add_row(
+            spec.name,
+            str(state.position),
+            str(head),
+            str(head - state.position),
+            f"{state.behind_seconds:.0f}",
+            running,
+            _last_error(state.failure),
+        )
     console.print(table)
-    log_app.close()
-    return 0
+    stalled = [state for state in states if state.stalled(threshold)]
+    for state in stalled:
+        console.print(f"[red]stalled: {state.describe()}[/red]", soft_wrap=True)
+    return 1 if stalled else 0
+
+
+def _last_error(failure: projection_status.Failure | None) -> str:
+    if failure is None:
+        return "-"
+    on = f"notification {failure.notification_id}, " if failure.notification_id else ""
+    return f"{on}{failure.failures}x since {failure.since:%Y-%m-%d %H:%M:%S%z}: {failure.error}"
 
 
 @app.command(name="rebuild")

@@ -18,6 +18,7 @@ Chart of accounts (a balance is debits minus credits; reserves are `reserve:<nam
 | `trading` | both | the conversion between fiat and crypto at the executed price |
 | `unconfirmed_deposits`, `deposits_pending` | crypto | memo pair: sellers' payments seen, unconfirmed |
 | `suspense` | crypto | payments of a wrong amount (BLOCKED sells), held until sorted out |
+| `received_unmatched` | crypto | late payments to expired sells, to refund (locked in the hot wallet) |
 | `equity` | both | opening balances recorded by the operator |
 
 When each event posts:
@@ -30,7 +31,10 @@ When each event posts:
   payout_liability (payout) and Cr fees (fiat). Sell `PaidOut`: Dr payout_liability, Cr bank.
 - sell `Completed` (confirmed, partner without Payouts): both of the above at once.
 - sell `Blocked`: memo reversed; the amount received Dr hot wallet, Cr suspense.
-- `Cancelled`: nothing to post (a staged buy or an unpaid sell has posted nothing); the deal is forgotten.
+- `Cancelled`: nothing to post (a staged buy or an unpaid sell has posted nothing); the deal is forgotten,
+  but an expired sell's is kept: a payment may still arrive late.
+- sell `PaidLate` (a payment first seen after validUntil; the sell is CANCELLED): the amount received Dr hot
+  wallet, Cr received_unmatched (to refund); the deal is forgotten.
 - `ReserveAdjustment.Recorded`: opening balance Dr reserve, Cr equity; move Dr target, Cr source reserve.
 Every other event (customers, accounts, limits, `SendoutSeen`, `PayoutConfirming`...) only moves the
 position. The rules themselves are in `projections.posting_rules`.
@@ -310,6 +314,13 @@ class PostingsProjection(Projection[Postings]):
     def _cancelled(self, event: Transaction.Cancelled, tracking: Tracking) -> None:
         state = self._state(event)
         entries = rules.deposit_settled(state.deal.crypto, state.memo) if state.memo else []
+        late_payment_possible = state.deal.type == TransactionType.SELL
+        self._post(tracking, event, state, entries, keep=state if late_payment_possible else None)
+
+    @process_event.register
+    def _paid_late(self, event: Transaction.PaidLate, tracking: Tracking) -> None:
+        state = self._state(event)
+        entries = rules.sell_paid_late(state.deal, state.memo, event.payment.amount)
         self._post(tracking, event, state, entries)
 
     @process_event.register

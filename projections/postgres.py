@@ -15,6 +15,7 @@ date by the projection's own writes, and forgotten with the batch (committed or 
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,13 +24,14 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Notification, Tracking
-from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
+from eventsourcing.postgres import PostgresDatastore, PostgresRecorder, PostgresTrackingRecorder
 from psycopg import Cursor
 from psycopg.abc import Query
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, dict_row
 from psycopg.sql import SQL, Composed, Identifier
 
 READ_SCHEMA = "read"
+CREATE_INDEX = re.compile(r'\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+"?([^"\s]+)"?\s+ON\s', re.I)
 Rows = dict[UUID, Any]
 SelectRows = Callable[[Cursor[DictRow], list[UUID]], Rows]
 
@@ -46,6 +48,12 @@ class _Batch:
 
     def originator_ids(self) -> list[UUID]:
         return list(dict.fromkeys(n.originator_id for n in self.notifications.values()))
+
+
+def index_created_by(statement: Composed | SQL) -> str | None:
+    """The name of the index a `CREATE [UNIQUE] INDEX IF NOT EXISTS name ON ...` statement creates."""
+    found = CREATE_INDEX.match(statement.as_string())
+    return found.group(1) if found else None
 
 
 def columns(rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
@@ -67,6 +75,40 @@ class ReadModel(PostgresTrackingRecorder):
     def create_statements(self) -> list[Composed]:
         """CREATE TABLE IF NOT EXISTS ... for each table; use `self.table(name)` for qualified names."""
         return []
+
+    def create_table(self) -> None:
+        """eventsourcing's, which first reads the tracking table to learn whether it exists and takes a failed
+        query for no: here `to_regclass` says so, so a first start writes no ERROR to PostgreSQL's log."""
+        if self._tracking_table_found():
+            super().create_table()
+        else:  # what the library does after its query failed: create everything, nothing to migrate
+            PostgresRecorder.create_table(self)
+
+    def _tracking_table_found(self) -> bool:
+        name = Identifier(self.datastore.schema, self.tracking_table_name)
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=dict_row) as curs:
+            found = "SELECT to_regclass(%s) IS NOT NULL AS found"
+            row = curs.execute(found, (name.as_string(conn),)).fetchone()
+        return bool(row and row["found"])
+
+    def _create_table(self, curs: Cursor[DictRow]) -> None:
+        """Runs the create statements, leaving out those of indexes that exist. `CREATE INDEX IF NOT EXISTS`
+        locks its table in SHARE mode before it looks for the index, and every process that opens the view
+        runs these statements (an API replica starting, a projection taking over): on live tables that
+        waits for their writers, and deadlocked with the callback senders' INSERT into callback_attempts
+        and UPDATE of callback_outbox, which then lost the record of a delivery already made."""
+        existing = {
+            row["indexname"]
+            for row in curs.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (self.datastore.schema,)
+            ).fetchall()
+        }
+        statements = self.sql_create_statements
+        self.sql_create_statements = [s for s in statements if index_created_by(s) not in existing]
+        try:
+            super()._create_table(curs)
+        finally:
+            self.sql_create_statements = statements
 
     def table(self, name: str) -> Identifier:
         return Identifier(self.datastore.schema, name)

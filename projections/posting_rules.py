@@ -28,6 +28,7 @@ NETWORK_FEES_PAYABLE = "network_fees_payable"
 UNCONFIRMED_DEPOSITS = "unconfirmed_deposits"
 DEPOSITS_PENDING = "deposits_pending"
 SUSPENSE = "suspense"
+RECEIVED_UNMATCHED = "received_unmatched"  # late payments to expired sells, owed back to their senders
 # both
 TRADING = "trading"
 EQUITY = "equity"
@@ -40,9 +41,10 @@ def reserve_account(name: str) -> str:
 
 HOT_WALLET_ACCOUNT = reserve_account(HOT_WALLET)
 BANK_ACCOUNT = reserve_account(BANK)
-# what a reserve owes from its total: the crypto of committed buys and their network fees; sellers' payouts
+# what a reserve owes from its total: the crypto of committed buys and their network fees, and late payments
+# to refund; sellers' payouts
 LOCKED_ACCOUNTS = {
-    HOT_WALLET: (CUSTOMER_CRYPTO_LIABILITY, NETWORK_FEES_PAYABLE),
+    HOT_WALLET: (CUSTOMER_CRYPTO_LIABILITY, NETWORK_FEES_PAYABLE, RECEIVED_UNMATCHED),
     BANK: (PAYOUT_LIABILITY,),
 }
 UNCONFIRMED_ACCOUNTS = {HOT_WALLET: (UNCONFIRMED_DEPOSITS,)}
@@ -215,6 +217,19 @@ def sell_blocked(deal: Deal, memo: Decimal, received: Decimal) -> list[Entry]:
             *entries,
             debit(HOT_WALLET_ACCOUNT, deal.crypto, received),
             credit(SUSPENSE, deal.crypto, received),
+        ]
+    )
+
+
+def sell_paid_late(deal: Deal, memo: Decimal, received: Decimal) -> list[Entry]:
+    """A payment first seen after the sell's validUntil: what arrived is in the hot wallet, owed back to the
+    sender (received, unmatched: to refund), never paid out at the expired quote."""
+    entries = deposit_settled(deal.crypto, memo) if memo else []
+    return balanced(
+        [
+            *entries,
+            debit(HOT_WALLET_ACCOUNT, deal.crypto, received),
+            credit(RECEIVED_UNMATCHED, deal.crypto, received),
         ]
     )
 

@@ -280,7 +280,7 @@ def transaction_row(event: Transaction.Staged | Transaction.Initiated, tracking:
         "transaction_code": order.code,
         "id": event.originator_id,
         "type": str(order.type),
-        "status": Status.STAGED if isinstance(event, Transaction.Staged) else Status.INITIATED,
+        "status": opening_status(event),
         "customer_code": order.customer_code,
         "account_code": order.account_code,
         "crypto_code": order.crypto,
@@ -301,11 +301,19 @@ def transaction_row(event: Transaction.Staged | Transaction.Initiated, tracking:
     }
 
 
+def opening_status(event: Transaction.Staged | Transaction.Initiated) -> Status:
+    """A buy created without `stage` is Sending from its first event (see `Transaction.send_buy`)."""
+    if isinstance(event, Transaction.Initiated):
+        return Status.INITIATED
+    return Status.SENDING if event.commit_at_once else Status.STAGED
+
+
 STATUS_OF_EVENT: dict[type, Status | None] = {
     Transaction.SendoutSeen: None,
     Transaction.Confirming: Status.CONFIRMING,
     Transaction.ToPayout: Status.TO_PAYOUT,
     Transaction.Blocked: Status.BLOCKED,
+    Transaction.PaidLate: Status.CANCELLED,
     Transaction.Completed: Status.COMPLETED,
     Transaction.PayoutConfirming: Status.PAYOUT_CONFIRMING,
     Transaction.PaidOut: Status.COMPLETED,
@@ -385,6 +393,7 @@ class ReadModelsProjection(Projection[ReadModels]):
     @process_event.register(Transaction.Confirming)
     @process_event.register(Transaction.ToPayout)
     @process_event.register(Transaction.Blocked)
+    @process_event.register(Transaction.PaidLate)
     @process_event.register(Transaction.Completed)
     def _payment_seen(self, event: Any, tracking: Tracking) -> None:
         values = {
@@ -396,6 +405,8 @@ class ReadModelsProjection(Projection[ReadModels]):
         status = STATUS_OF_EVENT[type(event)]
         if status is not None:
             values["status"] = status
+        if isinstance(event, Transaction.PaidLate):
+            values["cancel_reason"] = "expired"
         with self.view.recording(tracking) as curs:
             self.view.change_transaction(curs, event, tracking, **values)
 

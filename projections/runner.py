@@ -10,7 +10,7 @@ import inspect
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -22,20 +22,33 @@ from eventsourcing.projection import Projection
 from eventsourcing.utils import Environment, resolve_topic
 from psycopg import sql
 
-from application.database import ensure_schema, eventsourcing_env
+from application.database import ensure_schema, eventsourcing_env, pool_settings
 from application.log import EVENTS_SCHEMA, LedgerLog
+from projections import status
+from projections.connection import lend, locked
 from projections.postgres import READ_SCHEMA, ReadModel
 
 log = logging.getLogger("broker_ledger.projections")
 APPLICATION = LedgerLog.name
-PROJECTION_POOL_SIZE = "1"
 NOTIFY_WAIT_SECONDS = 0.5
+MAX_RETRY_SECONDS = 30.0  # a failing projection is retried after 2, 4, 8, ... s, at most this long
 PAGE = 500  # events per transaction, at most
 PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections
 Decode = Callable[[Notification], Any]  # a stored event to its domain event (the application's mapper)
 STARTUP_LOCK = int.from_bytes(
     hashlib.sha256(b"broker-ledger projections starting").digest()[:8], "big", signed=True
 )
+
+
+class ProjectionFailed(Exception):
+    """A projection could not apply the event at `notification_id`; nothing of that event was written."""
+
+    def __init__(self, name: str, notification: Notification, cause: Exception) -> None:
+        self.notification_id = notification.id
+        super().__init__(
+            f"{name} cannot apply notification {notification.id} ({notification.topic}): "
+            f"{type(cause).__name__}: {cause}"
+        )
 
 
 @dataclass(frozen=True)
@@ -58,21 +71,32 @@ def projection_env(url: str, spec: ProjectionSpec, schema: str = READ_SCHEMA) ->
     """The event store's environment, with the projection's own tables in `schema`."""
     env = eventsourcing_env(url, EVENTS_SCHEMA)
     env[f"{spec.name.upper()}_POSTGRES_SCHEMA"] = schema
-    # A projection needs few connections (its reads of the log, the view's writes; its LISTEN has one of its
-    # own); pools are filled to their size when opened, and every API worker may run some projections.
-    env.update(POSTGRES_POOL_SIZE=PROJECTION_POOL_SIZE, POSTGRES_MAX_OVERFLOW="1")
+    # One connection, opened when used: a running projection's own is lent to its datastores instead
+    # (`ProjectionWorker`), so this pool serves only rebuilds, audits and reads of the view.
+    env.update(pool_settings(1, f"projection {spec.name}"))
     return env
 
 
 def open_view(
-    url: str, spec: ProjectionSpec, schema: str = READ_SCHEMA, settings: dict[str, str] | None = None
+    url: str,
+    spec: ProjectionSpec,
+    schema: str = READ_SCHEMA,
+    settings: dict[str, str] | None = None,
+    connection: psycopg.Connection[Any] | None = None,
 ) -> ReadModel:
     """The projection's view, for reading it or replaying into it (its tables are created if missing);
-    `settings` overrides eventsourcing's (e.g. `POSTGRES_MAX_OVERFLOW` for a view that serves reads)."""
+    `settings` overrides eventsourcing's (e.g. `POSTGRES_MAX_OVERFLOW` for a view that serves reads); with
+    `connection`, the view uses that connection rather than a pool of its own."""
     ensure_schema(url, schema)
     env = Environment(spec.name, {**projection_env(url, spec, schema), **(settings or {})})
+    if connection is not None:
+        env["CREATE_TABLE"] = "no"  # created below, on `connection`
     with starting(url):  # one process at a time: concurrent CREATE ... IF NOT EXISTS can collide
-        return InfrastructureFactory.construct(env=env).tracking_recorder(spec.view_class)
+        view = InfrastructureFactory.construct(env=env).tracking_recorder(spec.view_class)
+        if connection is not None:
+            lend(connection, view.datastore)
+            view.create_table()
+        return view
 
 
 def replay(
@@ -85,20 +109,42 @@ def replay(
     progress: Callable[[int], None] | None = None,
     interrupted: Callable[[], bool] = lambda: False,
 ) -> int:
-    """Processes every event after the view's position (up to `stop_at`) in order; returns the position."""
+    """Processes every event after the view's position (up to `stop_at`) in order; returns the position.
+    An event the projection cannot apply stops it there: `ProjectionFailed` names the event, and the events
+    before it are applied."""
     projection = spec.projection_class(view=view)
     position = view.position(APPLICATION)
     while (stop_at is None or position < stop_at) and not interrupted():
         notifications = log_app.recorder.select_notifications(start=position + 1, limit=batch, stop=stop_at)
         if not notifications:
             break
-        with view.batch(notifications):  # the page commits at once, with its last position
-            for notification in notifications:
-                process(projection, notification, log_app.mapper.to_domain_event)
+        apply_page(spec, projection, view, notifications, log_app.mapper.to_domain_event)
         position = notifications[-1].id
         if progress is not None:
             progress(len(notifications))
     return position
+
+
+def apply_page(
+    spec: ProjectionSpec,
+    projection: Projection[Any],
+    view: ReadModel,
+    notifications: Sequence[Notification],
+    decode: Decode,
+) -> None:
+    """Applies a page of events in one transaction, with the last one's position. If the page fails, its
+    events are applied again one per transaction, so the one that fails is named (`ProjectionFailed`) and
+    those before it are kept (a transient failure, such as a lost connection, may pass the second time)."""
+    try:
+        with view.batch(notifications):  # the page commits at once, with its last position
+            for notification in notifications:
+                process(projection, notification, decode)
+    except Exception as error:
+        if len(notifications) > 1:
+            for notification in notifications:
+                apply_page(spec, projection, view, [notification], decode)
+            return
+        raise ProjectionFailed(spec.name, notifications[0], error) from error
 
 
 def process(projection: Projection[Any], notification: Notification, decode: Decode) -> None:
@@ -154,7 +200,11 @@ class ProjectionWorker:
 
     Every API worker and every `projections run` process starts one per projection; the one that gets
     the lock runs the projection, the others wait and take over if it stops. A failure (a database
-    restart, say) stops the runner; it is started again after a pause, resuming from its position.
+    restart, an event the projection cannot apply) stops the runner at that event: it is recorded in
+    `read.projection_status` (see `projections.status`) while the lock is still held, and the runner is
+    started again after a pause that doubles with each failure in a row (at most `MAX_RETRY_SECONDS`),
+    resuming from its position; it never skips the event. Once it applies events again, the record is
+    deleted.
     """
 
     def __init__(self, url: str, spec: ProjectionSpec, retry_seconds: float = 2.0) -> None:
@@ -163,6 +213,7 @@ class ProjectionWorker:
         self.retry_seconds = retry_seconds
         self.page = int(os.environ.get(PAGE_ENV) or PAGE)
         self.running = threading.Event()  # set while this process runs the projection
+        self.failures = 0  # in a row, in this process
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"projection-{spec.name}", daemon=True)
 
@@ -173,38 +224,70 @@ class ProjectionWorker:
         self._stopped.set()
         self._thread.join(timeout=15)
 
+    def pause(self) -> float:
+        """Seconds to wait before the next attempt."""
+        if not self.failures:
+            return self.retry_seconds
+        return min(self.retry_seconds * 2 ** (self.failures - 1), max(MAX_RETRY_SECONDS, self.retry_seconds))
+
     def _loop(self) -> None:
         while not self._stopped.is_set():
             try:
                 self._run_while_leader()
             except Exception:
+                self.failures += 1
                 log.exception(
-                    "projection %s failed; restarting in %.0f s", self.spec.name, self.retry_seconds
+                    "projection %s failed (%d in a row); restarting in %.0f s",
+                    self.spec.name,
+                    self.failures,
+                    self.pause(),
                 )
             self.running.clear()
-            self._stopped.wait(self.retry_seconds)
+            self._stopped.wait(self.pause())
 
     def _run_while_leader(self) -> None:
-        with exclusive(self.url, self.spec) as leader:
-            if not leader:
+        # the projection's one connection while this process leads it (None while another process does)
+        with locked(self.url, self.spec.lock_key(), f"projection {self.spec.name}") as leader:
+            if leader is None:
                 return
-            view = open_view(self.url, self.spec)
-            log_app = LedgerLog(env=projection_env(self.url, self.spec))
             try:
-                self.running.set()
-                log.info("projection %s running from position %d", self.spec.name, view.position())
-                self._follow(log_app, view)
-            finally:
-                log_app.close()
-                view.datastore.close()
+                self._lead(leader)
+            except Exception as error:
+                self._record(error)  # while the lock is held: a successor's success is not overwritten
+                raise
 
-    def _follow(self, log_app: LedgerLog, view: ReadModel) -> None:
+    def _lead(self, connection: psycopg.Connection[Any]) -> None:
+        view = open_view(self.url, self.spec, connection=connection)
+        log_app = LedgerLog(env=projection_env(self.url, self.spec))
+        lend(connection, log_app.recorder.datastore)
+        try:
+            self.running.set()
+            log.info("projection %s running from position %d", self.spec.name, view.position())
+            self._follow(log_app, view, connection)
+        finally:
+            log_app.close()
+            view.datastore.close()
+
+    def _record(self, error: Exception) -> None:
+        notification_id = error.notification_id if isinstance(error, ProjectionFailed) else None
+        message = str(error) if isinstance(error, ProjectionFailed) else f"{type(error).__name__}: {error}"
+        try:
+            status.record_failure(self.url, self.spec.name, message, notification_id)
+        except Exception:
+            log.exception("could not record the failure of projection %s", self.spec.name)
+
+    def _follow(self, log_app: LedgerLog, view: ReadModel, listener: psycopg.Connection[Any]) -> None:
         """Processes new events a page per transaction, woken by the event store's NOTIFY (or every
-        half second, should a notification be missed)."""
+        half second, should a notification be missed); `listener` is the projection's connection, which
+        LISTENs between pages (notifications that come during a page wait for the next `notifies`)."""
         channel = sql.Identifier(log_app.recorder.channel_name)
-        with psycopg.connect(self.url, autocommit=True) as listener:
-            listener.execute(sql.SQL("LISTEN {}").format(channel))
-            while not self._stopped.is_set():
-                replay(log_app, self.spec, view, batch=self.page, interrupted=self._stopped.is_set)
-                for _ in listener.notifies(timeout=NOTIFY_WAIT_SECONDS, stop_after=1):
-                    pass
+        failure_recorded = True  # perhaps, by this process or another: cleared at the first success
+        listener.execute(sql.SQL("LISTEN {}").format(channel))
+        while not self._stopped.is_set():
+            replay(log_app, self.spec, view, batch=self.page, interrupted=self._stopped.is_set)
+            if failure_recorded:
+                status.clear_failure(self.url, self.spec.name)
+                failure_recorded = False
+            self.failures = 0
+            for _ in listener.notifies(timeout=NOTIFY_WAIT_SECONDS, stop_after=1):
+                pass

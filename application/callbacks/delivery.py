@@ -30,6 +30,7 @@ from application.callbacks.outbox import DELIVERED, FAILED, STOPPED, Attempt, De
 from application.callbacks.sender import Answer, SendFailed, post
 from application.callbacks.snapshots import restore
 from application.callbacks.urls import CallbackUrlPolicy, ResolvedUrl
+from application.metrics import CALLBACK_ATTEMPTS
 from domain.errors import CallbackUrlRefused
 from domain.transaction import Transaction
 
@@ -127,6 +128,7 @@ class DeliveryWorker:
             self.store.finish(delivery, None, STOPPED)
             return True
         attempt = self.attempt(delivery)
+        CALLBACK_ATTEMPTS.labels(attempt.outcome).inc()
         if attempt.outcome == DELIVERED:
             self.store.finish(delivery, attempt, DELIVERED)
         elif attempt.outcome == STOPPED:

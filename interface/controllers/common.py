@@ -59,8 +59,10 @@ def version_header(version: str = CURRENT) -> dict[str, Any]:
             annotation=str,
             name=HEADER,
             required=True,
-            const=True,
+            # an enum of one rather than a `const`: generators (openapi-python-client) make a Literal of a
+            # const, which they cannot send as a header
             default=version,
+            schema_extra={"enum": [version]},
             description=f"API version; this endpoint answers to {version}",
         )
     }

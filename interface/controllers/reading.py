@@ -69,9 +69,9 @@ class TransactionReadingController(Controller):
 
     @get("/{tx_code:str}", operation_id="getTransaction", responses=problems(404), sync_to_thread=True)
     def read(self, request: Request, tx_code: TransactionCode, reader: ReaderDep) -> r.TransactionEnvelope:
-        """A transaction of the partner, as of the caller's latest write at least."""
-        row = reader.transaction(principal(request).partner, tx_code)
-        return r.TransactionEnvelope(transaction=presenters.transaction_row(reader.ledger.settings, row))
+        """A transaction of the partner, as of the caller's latest write at least (from the event store when
+        the read models do not show it yet)."""
+        return reader.transaction(principal(request).partner, tx_code)
 
     @get(
         "/{tx_code:str}/history",

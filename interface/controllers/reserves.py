@@ -17,6 +17,7 @@ from domain.money import WIDE
 from domain.reserves import BANK, HOT_WALLET
 from domain.reserves import ReserveAdjustment as Adjustment
 from interface.controllers.common import IdempotencyKey, LedgerDep, principal, problems, version_header
+from interface.read_your_writes import WritePositions
 from interface.schemas import reserves as s
 from interface.security import AUDITOR, BROKER, OPERATOR, authorize, roles
 from projections.reserve_positions import ReservePosition, read_positions, wait_for_position
@@ -34,9 +35,12 @@ class ReserveController(Controller):
     @get("/", operation_id="getReserves", opt=roles(BROKER, OPERATOR, AUDITOR), sync_to_thread=True)
     def reserves(self, request: Request, ledger: LedgerDep) -> s.Reserves:
         """The service's reserves per place and asset: total, locked by open transactions, available and
-        unconfirmed, derived from the ledger postings and the operator's adjustments (as of every write
-        made before this request, unless the postings lag more than two seconds behind)."""
-        return reserves_body(ledger, current_positions(ledger, request.app.state.pool))
+        unconfirmed, derived from the ledger postings and the operator's adjustments (as of the caller's
+        partner's last write, unless the postings lag more than two seconds behind)."""
+        state = request.app.state
+        return reserves_body(
+            ledger, current_positions(ledger, state.pool, state.write_positions, principal(request).partner)
+        )
 
     @post(
         "/adjustments",
@@ -78,15 +82,19 @@ def adjustment_code_for(partner: str, key: str | None) -> str | None:
     return "RA" + digest[:16].upper()
 
 
-def current_positions(ledger: Ledger, pool: ConnectionPool) -> list[ReservePosition]:
-    """The positions once the Postings view has processed every event recorded so far (waiting at most
+def current_positions(
+    ledger: Ledger, pool: ConnectionPool, written: WritePositions, partner: str
+) -> list[ReservePosition]:
+    """The positions once the Postings view has processed the partner's last write (waiting at most
     WAIT_SECONDS; then what is there), with the built-in reserves of every configured asset."""
-    head = ledger.recorder.max_notification_id() or 0
     always = [(HOT_WALLET, code) for code in ledger.settings.cryptos]
     always += [(BANK, code) for code in ledger.settings.currencies]
     with pool.connection() as conn:
-        if not wait_for_position(conn, head, WAIT_SECONDS):
-            log.warning("ledger postings behind the event log (%d); answering from what is there", head)
+        last = written.last(conn, partner)
+        if not wait_for_position(conn, last, WAIT_SECONDS):
+            log.warning(
+                "ledger postings behind %s's last write (%d); answering from what is there", partner, last
+            )
         return read_positions(conn, always)
 
 

@@ -5,16 +5,20 @@ import binascii
 from typing import Annotated
 
 from litestar import Controller, Request, post
+from litestar.connection import ASGIConnection
 from litestar.enums import RequestEncodingType
+from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
 from application.credentials import ClientRecord, Credentials
 from application.secret_hashes import SecretChecksBusy
 from interface.auth import FailedAttempts, InvalidScope, TokenService
 from interface.controllers.common import problems
-from interface.problems import ApiProblem
+from interface.problems import ApiProblem, RequestRefused
 from interface.schemas.requests import TokenForm
 from interface.schemas.responses import Token
+
+FORM = RequestEncodingType.URL_ENCODED.value
 
 
 def _basic_credentials(request: Request) -> tuple[str, str] | None:
@@ -66,16 +70,30 @@ def _authenticated_client(request: Request, client_id: str, secret: str) -> Clie
     return client
 
 
+def form_encoded(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+    """A token request is a form (RFC 6749, 4.4): a JSON body would be read as an empty form and refused for
+    lacking grant_type, which misleads; it is refused for its media type instead."""
+    media_type = connection.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != FORM:
+        raise RequestRefused(
+            415,
+            "unsupported_media_type",
+            f"send the token request as a form, Content-Type: {FORM}; "
+            f"got {connection.headers.get('content-type') or 'no Content-Type'}",
+        )
+
+
 class TokenController(Controller):
     path = "/connect/token"
     tags = ["Authentication"]
     security = [{}]
+    guards = [form_encoded]
 
     @post(
         "/",
         operation_id="issueToken",
         status_code=200,
-        responses=problems(401, 429),
+        responses=problems(401, 415, 429),
         sync_to_thread=True,
         exclude_from_auth=True,
     )

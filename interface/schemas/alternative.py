@@ -18,7 +18,7 @@ class AccountBuySimulation(Body):
     payment_method_code: PaymentMethodCode
     account_code: AccountCode
     amount: Amount
-    currency: Currency
+    currency: Currency | None = None
 
 
 class AccountBuy(AccountBuySimulation):

@@ -25,16 +25,22 @@ Metadata = Annotated[
     dict[Annotated[str, msgspec.Meta(max_length=64)], Annotated[str, Text]], msgspec.Meta(max_length=32)
 ]
 OptionalText = Annotated[str, Text] | None
-Amount = Annotated[Decimal, msgspec.Meta(description="decimal amount, a JSON number")]
+Amount = Annotated[
+    Decimal,
+    # refused when not above zero (422 amount_not_positive, not a schema error): said in the document only
+    msgspec.Meta(
+        description="decimal amount, a JSON number above zero", extra_json_schema={"exclusiveMinimum": 0}
+    ),
+]
 
 
 class TokenForm(msgspec.Struct, kw_only=True, frozen=True):
     """OAuth2 client credentials (RFC 6749 4.4); client_id and client_secret, or HTTP Basic instead."""
 
     grant_type: Annotated[str, msgspec.Meta(extra_json_schema={"enum": ["client_credentials"]})]
-    client_id: Annotated[str, msgspec.Meta(min_length=1)] | None = None
-    client_secret: str | None = None
-    scope: str | None = None
+    client_id: Annotated[str, msgspec.Meta(min_length=1, max_length=255)] | None = None
+    client_secret: Annotated[str, msgspec.Meta(max_length=255)] | None = None
+    scope: Annotated[str, msgspec.Meta(max_length=255, description="roles, space-separated")] | None = None
 
 
 class CustomerCreate(Body):
@@ -61,7 +67,17 @@ class BrokerBuy(Body):
     fiat_value: Annotated[Amount, example(100)]
     destination_address: Address
     payment_method_code: Annotated[str, Code, example("BANK_EUR_BUY")]
-    account_code: Annotated[str, Code] | None = None
+    account_code: (
+        Annotated[
+            str,
+            Code,
+            msgspec.Meta(
+                description="required when no account of the customer has destinationAddress as its address "
+                "(422 validation_failed otherwise)"
+            ),
+        ]
+        | None
+    ) = None
     bank_account_number: OptionalText = None
     requested_price: Amount | None = None
     callback_url: Annotated[str, msgspec.Meta(max_length=2048)] | None = None
@@ -105,3 +121,13 @@ class ChainSendout(Body):
     transaction_code: Annotated[str, Code]
     tx_id: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
     confirmations: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
+
+
+# What a body's schema says beyond its fields, merged into the API document by `interface.openapi`.
+SCHEMA_RULES = {
+    # a token request names the client in the form; a client using HTTP Basic instead may leave both out
+    "TokenForm": {"required": ["grant_type", "client_id", "client_secret"]},
+}
+# Bodies that take exactly one of two fields (else 422 fiat_value_or_crypto_amount_required): the document
+# gives them as a oneOf of two schemas, one per field, so generated clients get a type for each.
+EXACTLY_ONE_OF = {"BrokerSell": ("fiatValue", "cryptoAmount")}

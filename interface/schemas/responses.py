@@ -119,7 +119,8 @@ class TransactionPage(Body):
 
 
 class TransactionEvent(Body):
-    """One event of a transaction: its version, kind, when it was recorded, and its fields."""
+    """One event of a transaction: its version, kind, when it happened by the ledger's clock (the time that
+    `created` and `updated` show and that `asOf` compares with), and its fields."""
 
     version: int
     type: str

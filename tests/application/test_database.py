@@ -12,9 +12,12 @@ from eventsourcing.application import Application
 
 from application import database
 from application.database import (
+    ApiPools,
+    api_pools,
     ensure_schema,
     eventsourcing_env,
     resolve_database_url,
+    tagged,
     with_database,
 )
 from tests.application.notes import Note
@@ -37,19 +40,20 @@ class Notebook(Application[UUID]):
 
 
 def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypatch):
-    monkeypatch.delenv("BROKER_LEDGER_POOL_SIZE", raising=False)
+    monkeypatch.delenv("BROKER_LEDGER_DB_CONNECTIONS", raising=False)
     monkeypatch.delenv("BROKER_LEDGER_GROUP_COMMIT", raising=False)
     env = eventsourcing_env("postgresql://broker:s%40cret@db.example:6543/ledger", "ledger")
     assert env == {
-        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "PERSISTENCE_MODULE": "application.database:BudgetedPostgresFactory",
         "POSTGRES_DBNAME": "ledger",
         "POSTGRES_HOST": "db.example",
         "POSTGRES_PORT": "6543",
         "POSTGRES_USER": "broker",
         "POSTGRES_PASSWORD": "s@cret",
         "POSTGRES_SCHEMA": "ledger",
-        "POSTGRES_POOL_SIZE": "2",
-        "POSTGRES_MAX_OVERFLOW": "8",
+        "POSTGRES_POOL_SIZE": "0",
+        "POSTGRES_MAX_OVERFLOW": "2",
+        "POSTGRES_APPLICATION_NAME": "broker-ledger events",
         "POSTGRES_CONNECT_TIMEOUT": "3",
         "POSTGRES_PRE_PING": "no",
         "APPLICATION_RECORDER_TOPIC": "application.group_commit:GroupCommitRecorder",
@@ -57,7 +61,7 @@ def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypat
 
 
 def test_env_from_a_socket_url_uses_the_socket_directory_as_host(monkeypatch):
-    monkeypatch.setenv("BROKER_LEDGER_POOL_SIZE", "3")
+    monkeypatch.setenv("BROKER_LEDGER_DB_CONNECTIONS", "10")
     monkeypatch.delenv("PGPORT", raising=False)
     env = eventsourcing_env("postgresql://postgres:@/postgres?host=/tmp/bl-pg-x/pgdata", "t_1")
     assert env["POSTGRES_HOST"] == "/tmp/bl-pg-x/pgdata"
@@ -66,13 +70,28 @@ def test_env_from_a_socket_url_uses_the_socket_directory_as_host(monkeypatch):
     assert env["POSTGRES_PASSWORD"] == ""
     assert env["POSTGRES_DBNAME"] == "postgres"
     assert env["POSTGRES_SCHEMA"] == "t_1"
-    assert env["POSTGRES_POOL_SIZE"] == "3"
+    assert env["POSTGRES_MAX_OVERFLOW"] == "4"
 
 
-def test_a_pool_size_that_is_not_a_number_is_refused(monkeypatch):
-    monkeypatch.setenv("BROKER_LEDGER_POOL_SIZE", "many")
-    with pytest.raises(ValueError, match="BROKER_LEDGER_POOL_SIZE"):
+def test_the_connection_budget_is_shared_by_the_api_pools_without_going_over():
+    for budget in range(4, 21):
+        pools = api_pools(budget)
+        assert pools.total == budget
+        assert min(pools.events, pools.read_models, pools.api, pools.idempotency) >= 1
+    assert api_pools(6) == ApiPools(events=2, read_models=2, api=1, idempotency=1)
+
+
+@pytest.mark.parametrize("value", ["many", "3", "0"])
+def test_a_connection_budget_that_is_not_a_number_of_at_least_4_is_refused(monkeypatch, value):
+    monkeypatch.setenv("BROKER_LEDGER_DB_CONNECTIONS", value)
+    with pytest.raises(ValueError, match="BROKER_LEDGER_DB_CONNECTIONS"):
         eventsourcing_env("postgresql://u@h/d", "s")
+
+
+def test_a_tagged_url_names_its_connections_in_pg_stat_activity(database_url):
+    with psycopg.connect(tagged(database_url, "test-pool")) as connection:
+        name = connection.execute("SELECT current_setting('application_name')").fetchone()[0]
+    assert name == "broker-ledger test-pool"
 
 
 @pytest.mark.parametrize(

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
 
-from application.commands import AdjustmentRequest
+from application.commands import AdjustmentRequest, BuyRequest, SendoutReport
 from application.ledger import Ledger
 from domain.errors import (
     AssetUnknown,
+    InsufficientReserve,
     ReserveAdjustmentConflict,
     ReserveAdjustmentShapeInvalid,
     ReserveCannotHoldAsset,
     ReserveTypeMismatch,
 )
-from domain.reserves import ReserveAdjustment, ReservePlace, ReserveType
+from domain.reserves import ReserveAdjustment, ReserveBook, ReservePlace, ReserveType
+from tests.application.conftest import open_btc_account, race, register_active
 
 
 def opening(
@@ -24,10 +27,14 @@ def opening(
     return AdjustmentRequest("OpeningBalance", code, Decimal(amount), to, kind)
 
 
-def move(to: str = "cold-1", to_type: str = "ColdStore", amount: str = "1") -> AdjustmentRequest:
-    return AdjustmentRequest(
-        "Move", "BTC", Decimal(amount), to, to_type, "hot-wallet", "HotWallet", "to cold"
-    )
+def move(
+    to: str = "cold-1",
+    to_type: str = "ColdStore",
+    amount: str = "1",
+    source: str = "hot-wallet",
+    source_type: str = "HotWallet",
+) -> AdjustmentRequest:
+    return AdjustmentRequest("Move", "BTC", Decimal(amount), to, to_type, source, source_type, "to cold")
 
 
 def test_an_opening_balance_is_recorded_under_its_code(ledger: Ledger) -> None:
@@ -61,6 +68,7 @@ def test_without_a_code_each_request_is_a_new_adjustment(ledger: Ledger) -> None
 
 
 def test_a_move_names_its_new_reserve_which_keeps_its_type(ledger: Ledger) -> None:
+    ledger.record_adjustment(opening())
     ledger.record_adjustment(move())
     place = ledger.repository.get(ReservePlace.create_id("cold-1"))
     assert place.type == ReserveType.COLD_STORE
@@ -90,3 +98,71 @@ def test_bad_adjustments_are_refused_and_record_nothing(
         ledger.record_adjustment(request_, "RA-BAD")
     assert ledger.recorder.max_notification_id() == head
     assert ledger.adjustment("RA-BAD") is None
+
+
+def test_a_move_beyond_what_the_reserve_holds_is_refused_and_records_nothing(ledger: Ledger) -> None:
+    ledger.record_adjustment(opening(amount="2"))
+    head = ledger.recorder.max_notification_id()
+    with pytest.raises(InsufficientReserve) as refused:
+        ledger.record_adjustment(move(amount="2.5"), "RA-TOO-MUCH")
+    assert "reserve hot-wallet holds 2.00000000 BTC" in refused.value.detail
+    assert "2.5 BTC" in refused.value.detail
+    assert ledger.recorder.max_notification_id() == head
+    assert ledger.adjustment("RA-TOO-MUCH") is None
+    assert ledger.record_adjustment(move(amount="2")).amount == Decimal(2)  # exactly what it holds
+    with pytest.raises(InsufficientReserve):
+        ledger.record_adjustment(move(amount="0.00000001"))
+
+
+def test_a_reserve_never_named_holds_nothing_and_a_move_from_it_is_refused(ledger: Ledger) -> None:
+    with pytest.raises(InsufficientReserve, match=re.escape("reserve vault-9 holds 0.00000000 BTC")):
+        ledger.record_adjustment(
+            move(source="vault-9", source_type="ColdStore", to="hot-wallet", to_type="HotWallet")
+        )
+
+
+def test_moves_count_what_earlier_moves_brought_in_and_took_out(ledger: Ledger) -> None:
+    ledger.record_adjustment(opening(amount="3"))
+    ledger.record_adjustment(move(amount="2"))
+    ledger.record_adjustment(move(to="cold-2", amount="1.5", source="cold-1", source_type="ColdStore"))
+    with pytest.raises(InsufficientReserve, match=re.escape("reserve cold-1 holds 0.50000000 BTC")):
+        ledger.record_adjustment(move(to="cold-2", amount="0.6", source="cold-1", source_type="ColdStore"))
+    ledger.record_adjustment(
+        move(to="hot-wallet", to_type="HotWallet", source="cold-2", source_type="ColdStore", amount="1.5")
+    )
+    with pytest.raises(InsufficientReserve, match=re.escape("reserve hot-wallet holds 2.50000000 BTC")):
+        ledger.record_adjustment(move(amount="2.6"))
+
+
+def test_the_trades_that_reach_the_hot_wallet_count_for_a_move_from_it(ledger: Ledger, addresses) -> None:
+    """A buy's sendout leaves the hot wallet without asking (it may go below zero); a later move sees it."""
+    ledger.record_adjustment(opening(amount="1"))
+    address = addresses.next()
+    register_active(ledger, "demo", "alice")
+    open_btc_account(ledger, "demo", "alice", address)
+    request = BuyRequest("alice", "EUR", "BTC", Decimal("250"), address, "BANK_EUR_BUY")
+    buy = ledger.create_buy("demo", request, stage=False)
+    confirmations = ledger.settings.cryptos["BTC"].required_confirmations
+    ledger.report_sendout("demo", SendoutReport(buy.code, "sendout-1", confirmations))
+    quote = buy.order.quote
+    left = Decimal(1) - quote.crypto_amount - quote.fees.network_crypto
+    with pytest.raises(InsufficientReserve, match=re.escape(f"reserve hot-wallet holds {left} BTC")):
+        ledger.record_adjustment(move(amount="1"))
+    ledger.record_adjustment(move(amount=str(left)))
+    book = ledger.repository.get(ReserveBook.create_id("BTC"))
+    assert (book.held("hot-wallet"), book.held("cold-1")) == (left, Decimal(0))  # the last move: next time
+
+
+def test_concurrent_moves_that_each_fit_but_not_together_never_overdraw(make_ledger, pooled_env) -> None:
+    ledger = make_ledger(pooled_env)
+    ledger.record_adjustment(opening(amount="1"))
+    threads = 12  # each moves 0.3 BTC: three fit in 1 BTC, four do not
+
+    outcomes = race(threads, lambda i: ledger.record_adjustment(move(to=f"cold-{i}", amount="0.3")))
+
+    moved = [o for o in outcomes if isinstance(o, ReserveAdjustment)]
+    refused = [o for o in outcomes if isinstance(o, InsufficientReserve)]
+    assert len(moved) + len(refused) == threads, [o for o in outcomes if isinstance(o, Exception)]
+    assert len(moved) == 3
+    with pytest.raises(InsufficientReserve, match=re.escape("reserve hot-wallet holds 0.10000000 BTC")):
+        ledger.record_adjustment(move(amount="0.2"))

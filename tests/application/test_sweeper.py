@@ -10,7 +10,7 @@ from application.commands import BuyRequest
 from application.ledger import Ledger
 from application.sweeper import ExpirySweeper
 from domain.transaction import Status
-from tests.application.conftest import FakeClock
+from tests.clock import FakeClock
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 10) -> bool:

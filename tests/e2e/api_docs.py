@@ -1,20 +1,44 @@
-"""Runs the examples of docs/api.md: every ```bash block in order in one shell, each printing one JSON
-response, which must have the shape of the ```json sample that follows it (same keys at every level, and
-the same status, type and code values)."""
+"""Runs the examples of a guide (docs/api.md): every ```bash block in order in one shell, each printing one
+JSON response, which must equal the ```json sample that follows it value for value once both are normalised.
+
+What differs from run to run is normalised the same way on both sides, as docs/api.md says:
+- a timestamp (RFC 3339, in a value or inside a text) becomes `<time>` and a date `<date>`; a sample's
+  timestamps must be real ones (no hour 24), and where an object has both `created` and `validUntil` (or
+  `at` and `valid_until`) the time between them must be the documented one;
+- transaction codes (`TX` + 16 hex digits), account codes (`AC` + 18), UUIDs, derivation paths and every
+  Bitcoin address that the examples do not type themselves (the service's deposit addresses) are named in
+  order of first appearance over the whole guide (`TX#1`, `AC#1`, `address#1`, ...), so the documented
+  answer must use the same code or address where the service does and a new one where the service does;
+- the run's unique `$RUN` is written `1` (`alice-1`);
+- an event's `data` in a history (the ledger's own record of the event, which may gain fields) must hold
+  every documented field with its value; fields beyond them are not compared.
+Everything else is compared exactly: keys, strings, nulls, and numbers with their decimal places (an amount
+is written at its asset's scale, 0.00002500 is not 0.00002).
+"""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 BLOCK = re.compile(r"```(bash|json)\n(.*?)```", re.DOTALL)
 MARK = "@@example-end@@"
-COMPARED_VALUES = {"status", "type", "code", "statusCode"}
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
+DATE = re.compile(r"\b\d{4}-\d\d-\d\d\b")
+NAMED = re.compile(
+    r"(?P<TX>\bTX[0-9A-F]{16}\b)|(?P<AC>\bAC[0-9A-F]{18}\b)"
+    r"|(?P<uuid>\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b)"
+    r"|(?P<path>\bm(?:/\d+'?)+)|(?P<address>\b(?:bc1|tb1)[02-9ac-hj-np-z]{20,80}\b)"
+)
+WINDOWS = (("created", "validUntil"), ("at", "valid_until"))
+EVENT_DATA = re.compile(r"\.events\[\d+\]\.data\b")  # an event's own fields, which may grow
 
 
 @dataclass
@@ -44,22 +68,137 @@ def run(found: list[Example], env: dict[str, str], timeout: float = 120) -> list
     return done.stdout.split(MARK + "\n")[: len(found)]
 
 
-def shape_differences(sample: object, actual: object, where: str = "$") -> list[str]:
-    """Keys that differ at any level, and documented status, type and code values that differ (outside
-    event data, whose codes are the run's own)."""
+@dataclass
+class Normaliser:
+    """One side's names: the same code, UUID, path or address gets the same name all through the guide."""
+
+    run: str | None = None
+    typed: frozenset[str] = frozenset()  # addresses the examples type themselves, kept as they are
+    names: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: self(value[key]) for key in sorted(value)}
+        if isinstance(value, list):
+            return [self(item) for item in value]
+        if isinstance(value, str):
+            return self.text(value)
+        return value
+
+    def text(self, value: str) -> str:
+        if self.run:
+            value = value.replace(self.run, "1")
+        value = TIMESTAMP.sub("<time>", value)
+        value = DATE.sub("<date>", value)
+        return NAMED.sub(self._name, value)
+
+    def _name(self, match: re.Match[str]) -> str:
+        token, kind = match.group(0), match.lastgroup or "?"
+        if kind == "address" and token in self.typed:
+            return token
+        if token not in self.names:
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            self.names[token] = f"{kind}#{self.counts[kind]}"
+        return self.names[token]
+
+
+def typed_addresses(found: list[Example]) -> frozenset[str]:
+    return frozenset(m.group(0) for e in found for m in NAMED.finditer(e.script) if m.lastgroup == "address")
+
+
+def time_problems(sample: object, actual: object, where: str = "$") -> list[str]:
+    """Timestamps of the sample that are no real time, and validity windows that differ from the service's."""
+    problems = _unreal_times(sample, where) if isinstance(sample, str) else []
     if isinstance(sample, dict):
-        if not isinstance(actual, dict):
-            return [f"{where}: expected an object, got {actual!r}"]
+        for start, end in WINDOWS:
+            if isinstance(actual, dict) and all(
+                isinstance(side.get(key), str) for side in (sample, actual) for key in (start, end)
+            ):
+                try:
+                    documented = _gap(sample[start], sample[end])
+                except ValueError:
+                    continue  # reported as no real time above
+                if documented != _gap(actual[start], actual[end]):
+                    problems.append(f"{where}: {start} to {end} is {documented}, the service gives another")
+        for key, value in sample.items():
+            inner = actual.get(key) if isinstance(actual, dict) else None
+            problems += time_problems(value, inner, f"{where}.{key}")
+    if isinstance(sample, list):
+        for number, value in enumerate(sample):
+            inner = actual[number] if isinstance(actual, list) and number < len(actual) else None
+            problems += time_problems(value, inner, f"{where}[{number}]")
+    return problems
+
+
+def _unreal_times(text: str, where: str) -> list[str]:
+    problems = [f"{where}: {text!r} has hour 24"] if re.search(r"T24:", text) else []
+    for stamp in TIMESTAMP.findall(text):
+        try:
+            datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            problems.append(f"{where}: {stamp!r} is no real time")
+    return problems
+
+
+def _gap(start: str, end: str) -> object:
+    return datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(
+        start.replace("Z", "+00:00")
+    )
+
+
+def differences(sample: object, actual: object, where: str = "$") -> list[str]:
+    """Where two normalised answers differ: keys, values, and numbers' decimal places."""
+    if isinstance(sample, dict) and isinstance(actual, dict):
+        extra_allowed = EVENT_DATA.search(where) is not None
+        if extra_allowed:
+            actual = {key: value for key, value in actual.items() if key in sample}
         problems = (
             [f"{where}: keys {sorted(set(sample) ^ set(actual))} differ"]
             if set(sample) != set(actual)
             else []
         )
-        for key in set(sample) & set(actual):
-            if key in COMPARED_VALUES and ".data" not in where and sample[key] != actual[key]:
-                problems.append(f"{where}.{key}: documented {sample[key]!r}, got {actual[key]!r}")
-            problems += shape_differences(sample[key], actual[key], f"{where}.{key}")
+        for key in sorted(set(sample) & set(actual)):
+            problems += differences(sample[key], actual[key], f"{where}.{key}")
         return problems
-    if isinstance(sample, list) and sample and isinstance(actual, list) and actual:
-        return shape_differences(sample[0], actual[0], f"{where}[0]")
+    if isinstance(sample, list) and isinstance(actual, list):
+        problems = (
+            [f"{where}: {len(sample)} items documented, {len(actual)} given"]
+            if len(sample) != len(actual)
+            else []
+        )
+        for number, (one, other) in enumerate(zip(sample, actual, strict=False)):
+            problems += differences(one, other, f"{where}[{number}]")
+        return problems
+    if _exact(sample) != _exact(actual):
+        return [f"{where}: documented {_shown(sample)}, got {_shown(actual)}"]
     return []
+
+
+def _exact(value: object) -> object:
+    """A value with its type and, for a number, its decimal places (so 0.00002 is not 0.00002000)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | Decimal):
+        return ("number", str(value))
+    return value
+
+
+def _shown(value: object) -> str:
+    return str(value) if isinstance(value, int | Decimal) and not isinstance(value, bool) else repr(value)
+
+
+def compare(found: list[Example], printed: list[str], run_value: str) -> list[str]:
+    """Every difference between the documented answers and the printed ones, by example number."""
+    typed = typed_addresses(found)
+    documented, given = Normaliser(typed=typed), Normaliser(run=run_value, typed=typed)
+    problems: list[str] = []
+    for number, (example, text) in enumerate(zip(found, printed, strict=True), start=1):
+        try:
+            actual = json.loads(text, parse_float=Decimal)
+        except ValueError:
+            problems.append(f"example {number}: printed no JSON: {text!r}")
+            continue
+        problems += [f"example {number}: {p}" for p in time_problems(example.sample, actual)]
+        problems += [f"example {number}: {p}" for p in differences(documented(example.sample), given(actual))]
+    return problems

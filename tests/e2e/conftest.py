@@ -88,6 +88,11 @@ def other_broker(base_url: str, tokens: dict[str, str]) -> Iterator[Api]:
 
 
 @pytest.fixture(scope="package")
+def other_operator(base_url: str, tokens: dict[str, str]) -> Iterator[Api]:
+    yield from _client(base_url, tokens["other-operator"])
+
+
+@pytest.fixture(scope="package")
 def addresses() -> AddressSource:
     return AddressSource()
 

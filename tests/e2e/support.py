@@ -37,7 +37,7 @@ API_VERSION = "1.2"
 PROBLEM_JSON = "application/problem+json"
 START_TIMEOUT_SECONDS = 60
 STOP_TIMEOUT_SECONDS = 15
-CLIENTS = ("demo-broker", "demo-operator", "demo-auditor", "other-broker")
+CLIENTS = ("demo-broker", "demo-operator", "demo-auditor", "other-broker", "other-operator")
 PROBLEM_MEMBERS = {"type", "title", "status", "detail", "code", "errors"}
 # `python -m interface.cli serve` answers 'Unknown command "serve"' (see test_server_process.py): run as
 # __main__, the module's `app` is not the one `interface.serve` registers the command on. The console

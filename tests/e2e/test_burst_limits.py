@@ -80,10 +80,7 @@ def limited(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         )
     )
     var = root / "var"
-    small_pools = {"BROKER_LEDGER_POOL_SIZE": "4", "BROKER_LEDGER_API_POOL_SIZE": "4"}
-    with running_server(
-        database_url, var, root / "server.log", workers=1, settings=settings, env=small_pools
-    ) as url:
+    with running_server(database_url, var, root / "server.log", workers=1, settings=settings) as url:
         secrets = client_secrets(var)
         # POST /connect/token counts against the address: these take five of its BURST
         tokens = {

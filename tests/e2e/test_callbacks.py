@@ -57,8 +57,6 @@ SERVER_ENV = {
     "BROKER_LEDGER_CALLBACK_RETRY_CAP_SECONDS": "0.4",
     "BROKER_LEDGER_CALLBACK_POLL_SECONDS": "0.05",
     "BROKER_LEDGER_CALLBACK_SENDERS": "3",
-    "BROKER_LEDGER_POOL_SIZE": "4",
-    "BROKER_LEDGER_API_POOL_SIZE": "5",
 }
 INHERITED_NOT = ("BROKER_LEDGER_SETTINGS", "BROKER_LEDGER_TOKEN_KEY")
 
@@ -193,7 +191,11 @@ def listing(api: Api, code: str) -> list[dict[str, Any]]:
     return expect(api.get(f"/transactions/custodian/{code}/callbacks"), 200)["deliveries"]
 
 
-def all_finished(api: Api, codes: list[str], expected: int = 3) -> bool:
+# A buy created without `stage` is Sending from its first event: its statuses as callbacks see them.
+STATUSES = ["Sending", "COMPLETED"]
+
+
+def all_finished(api: Api, codes: list[str], expected: int = len(STATUSES)) -> bool:
     for code in codes:
         deliveries = listing(api, code)
         if len(deliveries) < expected or any(d["status"] == "pending" for d in deliveries):
@@ -207,8 +209,8 @@ def check_received(receiver: Receiver, api: Api, codes: list[str], secret: str) 
     order = {}
     for code in codes:
         deliveries = listing(api, code)
-        assert [d["status"] for d in deliveries] == ["delivered"] * 3, deliveries
-        assert [d["transactionStatus"] for d in deliveries] == ["Staged", "Sending", "COMPLETED"]
+        assert [d["status"] for d in deliveries] == ["delivered"] * len(STATUSES), deliveries
+        assert [d["transactionStatus"] for d in deliveries] == STATUSES
         order.update({d["eventId"]: (code, d["sequence"]) for d in deliveries})
     done = dict.fromkeys(codes, 0)
     received = receiver.snapshot()
@@ -222,7 +224,7 @@ def check_received(receiver: Receiver, api: Api, codes: list[str], secret: str) 
         )
         if item.ok:
             done[code] = max(done[code], number)
-    assert done == dict.fromkeys(codes, 3)
+    assert done == dict.fromkeys(codes, len(STATUSES))
     assert receiver.delivered_ids() == set(order)
     return len(received)
 
@@ -235,7 +237,7 @@ def test_a_flaky_receiver_gets_every_event_in_order_and_signed(
         codes = flow.buys(12, receiver.url)
         assert wait_until(lambda: all_finished(broker, codes), timeout=90, interval=0.5), log_tail(server.log)
     requests = check_received(receiver, broker, codes, server.callback_secret())
-    assert requests > 36  # some were refused or stalled, and sent again
+    assert requests > len(codes) * len(STATUSES)  # some were refused or stalled, and sent again
     attempts = [a for code in codes for d in listing(broker, code) for a in d["attempts"]]
     assert {a["outcome"] for a in attempts} == {"delivered", "failed"}
     assert all(a["responseCode"] is not None or a["error"].startswith("no answer") for a in attempts)
@@ -326,7 +328,9 @@ def test_killing_the_server_while_it_delivers_loses_nothing(server: Server, addr
             codes = Flow(broker, operator, addresses).buys(15, receiver.url)
         assert wait_until(lambda: len(receiver.delivered_ids()) >= 8, timeout=60, interval=0.05)
         server.kill()
-        assert len(receiver.delivered_ids()) < 45, "everything was delivered before the kill: kill sooner"
+        assert len(receiver.delivered_ids()) < len(codes) * len(STATUSES), (
+            "everything was delivered before the kill: kill sooner"
+        )
         server.start()
         with server.client("demo-broker") as broker:
             assert wait_until(lambda: all_finished(broker, codes), timeout=120, interval=0.5), log_tail(

@@ -116,6 +116,36 @@ def test_the_history_has_every_event_and_as_of_shows_the_transaction_as_it_stood
     )
 
 
+def test_as_of_compares_with_the_very_timestamps_the_history_shows(
+    broker: Api, operator: Api, customer: Customer
+) -> None:
+    """One time base: an event's shown timestamp is the transaction's created or updated time, and asOf at
+    that timestamp includes the event while a microsecond earlier does not."""
+    code = create_buy(broker, customer, "30", stage=True)["transactionCode"]
+    expect(broker.post(f"{LIST}/{code}/commit"), 200)
+    report = {"transactionCode": code, "txId": f"tx-{code}", "confirmations": 6}
+    expect(operator.post_json("/chain/sendouts", report), 200)
+    history = expect(broker.get(f"{LIST}/{code}/history"), 200)
+    events = history["events"]
+    assert events[0]["timestamp"] == history["transaction"]["created"]
+    assert events[-1]["timestamp"] == history["transaction"]["updated"]
+
+    for number, event in enumerate(events, start=1):
+        shown = datetime.fromisoformat(event["timestamp"])
+        at = expect(broker.get(f"{LIST}/{code}/history", params={"asOf": event["timestamp"]}), 200)
+        assert [e["version"] for e in at["events"]] == list(range(1, number + 1))
+        assert at["transaction"]["updated"] == event["timestamp"]
+        earlier = (shown - timedelta(microseconds=1)).isoformat()
+        if number == 1:
+            expect_problem(
+                broker.get(f"{LIST}/{code}/history", params={"asOf": earlier}), 404, "transaction_not_found"
+            )
+            continue
+        before = expect(broker.get(f"{LIST}/{code}/history", params={"asOf": earlier}), 200)
+        assert [e["version"] for e in before["events"]] == list(range(1, number))
+        assert all(datetime.fromisoformat(e["timestamp"]) <= shown for e in before["events"])
+
+
 def test_another_partners_transaction_is_not_found(
     broker: Api, other_broker: Api, customer: Customer
 ) -> None:

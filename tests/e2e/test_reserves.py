@@ -174,6 +174,32 @@ def test_a_sell_is_unconfirmed_then_received_and_its_payout_locked_until_paid(
     assert moved(before, reserves(broker), ("bank", "EUR")) == (-payout, 0, 0)
 
 
+def test_a_move_beyond_what_a_reserve_holds_is_refused_and_records_nothing(
+    operator: Api, broker: Api
+) -> None:
+    cold = (f"cold-{uuid.uuid4().hex[:8]}", "ColdStore")
+    expect(operator.post_json("/reserves/adjustments", adjustment("OpeningBalance", "LTC", 1, cold)), 201)
+    before = reserves(broker)
+    hot_ltc = Decimal(before["hot-wallet", "LTC"]["total"])
+
+    huge = adjustment("Move", "LTC", 1_000_000, cold, HOT)
+    problem = expect_problem(operator.post_json("/reserves/adjustments", huge), 409, "insufficient_reserve")
+    assert f"reserve hot-wallet holds {hot_ltc:f} LTC" in problem["detail"]
+    assert "1000000 LTC" in problem["detail"]
+
+    code = f"RA-e2e-{uuid.uuid4().hex[:8]}"
+    too_much = adjustment("Move", "LTC", "1.5", HOT, cold, adjustmentCode=code)
+    problem = expect_problem(
+        operator.post_json("/reserves/adjustments", too_much), 409, "insufficient_reserve"
+    )
+    assert problem["detail"].startswith(f"reserve {cold[0]} holds 1.00000000 LTC, less than the 1.5 LTC")
+    assert reserves(broker) == before
+
+    fits = {**too_much, "amount": Decimal("0.25")}  # the refused request left its code unused
+    assert expect(operator.post_json("/reserves/adjustments", fits), 201)["adjustmentCode"] == code
+    assert moved(before, reserves(broker), (cold[0], "LTC")) == (Decimal("-0.25"), 0, 0)
+
+
 def test_reserves_are_read_by_brokers_operators_and_auditors_and_adjusted_by_operators_only(
     broker: Api, operator: Api, auditor: Api
 ) -> None:

@@ -1,16 +1,15 @@
 """Selling a customer's crypto: a single-use deposit address, the operator's chain reports, the payout flow.
 
-Partner demo has the Payouts feature; partner other has not. The demo settings give partner other no operator,
-so nobody can report a payment to one of its sells there: the no-Payouts path (a confirmed sell completes at
-once, the payout endpoints answer 409 payouts_feature_disabled) runs on a second server whose settings are
-the demo settings plus an operator client for partner other.
+Partner demo has the Payouts feature; partner other has not, so a confirmed sell of partner other completes
+at once and the payout endpoints answer it 409 payouts_feature_disabled. Each partner of the demo settings
+has an operator of its own to report the payments to its sells.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
-from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
+from collections.abc import Callable
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
@@ -22,14 +21,9 @@ from tests.e2e.support import (
     SATOSHI,
     Api,
     Customer,
-    active_customer,
-    api_client,
-    client_secrets,
     expect,
     expect_problem,
     is_number,
-    obtain_token,
-    running_server,
     sell_body,
 )
 
@@ -58,8 +52,9 @@ def check_sell_amounts(tx: dict[str, Any]) -> None:
 
 
 def check_sell_of_crypto(tx: dict[str, Any], crypto_amount: Decimal) -> None:
-    """Selling `crypto_amount`: the payout is what is left after the fixed fees, less the partner fee (the
-    rate times the payout), rounded down to the cent."""
+    """Selling `crypto_amount`: the payout is the largest amount to the cent whose partner fee (at least the
+    rate times the payout) still fits in what is left after the fixed fees; the fee is that rate rounded up to
+    the cent, plus at most the one cent no larger payout could take."""
     check_sell_amounts(tx)
     executed, fees = tx["executedAmounts"], tx["fees"]
     assert executed["cryptoAmount"] == crypto_amount == tx["requestedAmounts"]["cryptoAmount"]
@@ -67,6 +62,8 @@ def check_sell_of_crypto(tx: dict[str, Any], crypto_amount: Decimal) -> None:
     crypto_value = (crypto_amount * executed["cryptoPrice"]).quantize(CENT, rounding=ROUND_FLOOR)
     before_partner = crypto_value - fees["bankFeeFiat"] - fees["networkFeeFiat"]
     assert executed["fiatValue"] == (before_partner / (1 + SELL_METHOD.fee_rate)).quantize(CENT, ROUND_FLOOR)
+    rate_of_payout = (SELL_METHOD.fee_rate * executed["fiatValue"]).quantize(CENT, ROUND_CEILING)
+    assert rate_of_payout <= fees["partnerFeeFiat"] <= rate_of_payout + CENT
 
 
 def check_sell_for_payout(tx: dict[str, Any], payout: Decimal) -> None:
@@ -168,7 +165,7 @@ def test_a_sell_by_fiat_value_is_paid_out_straight_from_to_payout(
     check_sell_for_payout(completed, Decimal("250.00"))
 
 
-@pytest.mark.parametrize("amount", ["0.0002", "0.00123457", "0.01", "0.015"])
+@pytest.mark.parametrize("amount", ["0.0002", "0.00123457", "0.01", "0.0100067", "0.015"])
 def test_sell_amounts_by_crypto_add_up_exactly(broker: Api, customer: Customer, amount: str) -> None:
     body = sell_body(customer, cryptoAmount=Decimal(amount))
 
@@ -345,8 +342,8 @@ def test_a_deposit_report_of_a_non_positive_amount_is_refused(
 def test_partner_other_sells_but_the_demo_operator_cannot_touch_them(
     other_broker: Api, operator: Api, make_customer: Callable[..., Customer]
 ) -> None:
-    """With the demo settings nobody may report partner other's payments: its sells stay Initiated, so
-    their completion without payout cannot be reached on this server (see the no-Payouts server below)."""
+    """The demo operator cannot report partner other's payments nor pay its sells out: to it they do not
+    exist."""
     seller = make_customer(other_broker)
     tx = create_sell(other_broker, seller, cryptoAmount=Decimal("0.001"))
     code = tx["transactionCode"]
@@ -359,52 +356,36 @@ def test_partner_other_sells_but_the_demo_operator_cannot_touch_them(
         expect_problem(response, 404, "transaction_not_found")
 
 
-@pytest.fixture(scope="module")
-def other_partner(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, Api]]:
-    """Partner other's broker and operator, on a second server on the same database whose settings are the
-    demo settings plus an operator client for partner other."""
-    root = tmp_path_factory.mktemp("no-payouts")
-    text = DEFAULT_SETTINGS.read_text()
-    client_line = 'clients.other-broker = { roles = ["broker"] }'
-    assert client_line in text
-    settings = root / "settings.toml"
-    settings.write_text(
-        text.replace(client_line, f'{client_line}\nclients.other-operator = {{ roles = ["operator"] }}')
-    )
-    var = root / "var"
-    small_pools = {"BROKER_LEDGER_POOL_SIZE": "4", "BROKER_LEDGER_API_POOL_SIZE": "2"}
-    with running_server(database_url, var, root / "server.log", settings=settings, env=small_pools) as url:
-        secrets = client_secrets(var)
-        broker_token = obtain_token(url, "other-broker", secrets["other-broker"])
-        operator_token = obtain_token(url, "other-operator", secrets["other-operator"])
-        with api_client(url, broker_token) as broker, api_client(url, operator_token) as operator:
-            yield broker, operator
+def test_every_partner_of_the_demo_settings_has_a_broker_and_an_operator() -> None:
+    """Without an operator of its own nobody could report the payments to a partner's sells."""
+    for code, partner in SETTINGS.partners.items():
+        roles = {role for client in partner.clients.values() for role in client.roles}
+        assert {"broker", "operator"} <= roles, code
 
 
 def test_without_payouts_a_confirmed_sell_completes_and_payouts_are_refused(
-    other_partner: tuple[Api, Api], addresses: Callable[[], str]
+    other_broker: Api, other_operator: Api, make_customer: Callable[..., Customer]
 ) -> None:
-    broker, operator = other_partner
-    seller = active_customer(broker, addresses())
-    tx = create_sell(broker, seller, cryptoAmount=Decimal("0.001"))
+    seller = make_customer(other_broker)
+    tx = create_sell(other_broker, seller, cryptoAmount=Decimal("0.001"))
     code = tx["transactionCode"]
 
-    report(operator, deposit(tx, REQUIRED - 1), "Confirming")
-    completed = report(operator, deposit(tx, REQUIRED), "COMPLETED")  # no ToPayout without the feature
+    report(other_operator, deposit(tx, REQUIRED - 1), "Confirming")
+    completed = report(other_operator, deposit(tx, REQUIRED), "COMPLETED")  # no ToPayout without the feature
 
     check_sell_of_crypto(completed, Decimal("0.001"))
+    assert expect(other_broker.get(f"/transactions/custodian/{code}"), 200)["transaction"] == completed
     for action in ("payoutconfirming", "payout"):
-        response = operator.put(f"/transactions/custodian/{code}/{action}")
+        response = other_operator.put(f"/transactions/custodian/{code}/{action}")
         expect_problem(response, 409, "payouts_feature_disabled")
 
 
 def test_without_payouts_the_payout_endpoints_refuse_any_sell(
-    other_partner: tuple[Api, Api], addresses: Callable[[], str]
+    other_broker: Api, other_operator: Api, make_customer: Callable[..., Customer]
 ) -> None:
-    broker, operator = other_partner
-    seller = active_customer(broker, addresses())
-    code = create_sell(broker, seller, fiatValue=Decimal(50))["transactionCode"]
+    seller = make_customer(other_broker)
+    code = create_sell(other_broker, seller, fiatValue=Decimal(50))["transactionCode"]
 
     for action in ("payoutconfirming", "payout"):
-        response = operator.put(f"/transactions/custodian/{code}/{action}")
+        response = other_operator.put(f"/transactions/custodian/{code}/{action}")
         expect_problem(response, 409, "payouts_feature_disabled")

@@ -19,12 +19,11 @@ import pytest
 from argon2 import PasswordHasher
 from litestar.testing import TestClient
 
-from application.credentials import VAR_ENV, Credentials
+from application.credentials import Credentials
 from application.secret_hashes import SecretChecksBusy
-from application.settings import SETTINGS_ENV
-from interface.app import build_runtime, create_app
 from interface.auth import FailedAttempts
 from tests.e2e.support import client_secrets, expect, expect_problem
+from tests.in_process import app_client
 
 THREADS = 40
 FLOOD = 120
@@ -39,13 +38,8 @@ def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(database_url: str, var: Path) -> Iterator[TestClient]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(VAR_ENV, str(var))
-        patch.setenv("BROKER_LEDGER_PROJECTIONS", "off")
-        patch.delenv(SETTINGS_ENV, raising=False)
-        app = create_app(build_runtime(database_url))
-        with TestClient(app, raise_server_exceptions=False, timeout=60) as test_client:
-            yield test_client
+    with app_client(database_url, var) as test_client:
+        yield test_client
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,8 @@
-"""The `broker-ledger` console script: `settings check` and `token`."""
+"""The `broker-ledger` console script: `settings check`, `token` and `--version`."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import os
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from argon2 import PasswordHasher
 
-from application.credentials import TOKEN_KEY_ENV, VAR_ENV, load_or_create_credentials
+from application.credentials import TOKEN_KEY_ENV, VAR_ENV, Credentials, load_or_create_credentials
 from application.ports import SystemClock
 from application.settings import DEFAULT_SETTINGS, SETTINGS_ENV, load_settings
 from interface.auth import TokenService
@@ -43,6 +44,12 @@ def environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return var
 
 
+@pytest.fixture
+def server_credentials(environment: Path) -> Credentials:
+    """What `serve` keeps in its var directory after its first start: the signing key among them."""
+    return load_or_create_credentials(load_settings(DEFAULT_SETTINGS), environment)
+
+
 def run(*argv: str) -> int:
     with pytest.raises(SystemExit) as exit_:
         main(list(argv))
@@ -57,7 +64,7 @@ def test_settings_check_summarises_the_demo_settings(capsys: pytest.CaptureFixtu
     assert "cryptos:         BTC, ETH, LTC" in out
     assert "trust levels:    Basic, Plus" in out
     assert "partners:        2 (demo, other)" in out
-    assert "clients:         4" in out
+    assert "clients:         5" in out
 
 
 def test_settings_check_prints_each_problem_on_its_own_line(
@@ -95,14 +102,16 @@ def test_settings_check_follows_the_settings_environment_variable(
 
 
 def test_token_prints_only_a_token_that_the_server_accepts(
-    environment: Path, capsys: pytest.CaptureFixture[str]
+    environment: Path, server_credentials: Credentials, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run("token", "--client", "demo-broker") == 0
 
-    token = capsys.readouterr().out
+    captured = capsys.readouterr()
+    token = captured.out
     assert token.count("\n") == 1
+    assert f"signed with the key in {environment.absolute() / 'credentials.json'}" in captured.err
     settings = load_settings(DEFAULT_SETTINGS)
-    credentials = load_or_create_credentials(settings, environment)
+    credentials = server_credentials
     principal = TokenService(settings.tokens, credentials.signing_key, SystemClock()).verify(token.strip())
     assert (principal.client_id, principal.partner, principal.roles) == (
         "demo-broker",
@@ -120,6 +129,63 @@ def test_token_refuses_an_unknown_client(capsys: pytest.CaptureFixture[str]) -> 
     assert captured.out == ""
 
 
+def test_token_refuses_to_mint_where_no_server_keeps_its_key_and_creates_nothing(
+    environment: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("token", "--client", "demo-broker") == 2
+
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"{environment.absolute() / 'credentials.json'} does not exist" in captured.err
+    assert "BROKER_LEDGER_VAR" in captured.err
+    assert not environment.exists()
+
+
+def test_token_run_outside_the_project_folder_creates_no_var_directory(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key not in (VAR_ENV, TOKEN_KEY_ENV)}
+
+    done = subprocess.run(
+        [sys.executable, "-m", "interface.cli", "token", "--client", "demo-broker"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert "does not exist" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_token_signs_with_the_key_from_the_environment_without_a_var_directory(
+    environment: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = os.urandom(32)
+    monkeypatch.setenv(TOKEN_KEY_ENV, base64.b64encode(key).decode())
+
+    assert run("token", "--client", "demo-auditor") == 0
+
+    captured = capsys.readouterr()
+    assert f"signed with the key in {TOKEN_KEY_ENV}" in captured.err
+    settings = load_settings(DEFAULT_SETTINGS)
+    assert TokenService(settings.tokens, key, SystemClock()).verify(captured.out.strip()).client_id == (
+        "demo-auditor"
+    )
+    assert not environment.exists()
+
+
+def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    assert run("--version") == 0
+
+    assert capsys.readouterr().out.strip() == version("broker-ledger") != "0.0.0"
+
+
+@pytest.mark.usefixtures("server_credentials")
 def test_token_refuses_a_scope_the_client_does_not_hold(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -128,6 +194,7 @@ def test_token_refuses_a_scope_the_client_does_not_hold(
     assert "operator" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("server_credentials")
 def test_token_reads_the_settings_given_as_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     custom = tmp_path / "custom.toml"
     custom.write_text(
@@ -138,6 +205,7 @@ def test_token_reads_the_settings_given_as_option(tmp_path: Path, capsys: pytest
     assert run("token", "--client", "extra-auditor") == 2
 
 
+@pytest.mark.usefixtures("server_credentials")
 def test_the_module_runs_as_a_script(environment: Path) -> None:
     env = {**os.environ, VAR_ENV: str(environment)}
 
@@ -153,4 +221,3 @@ def test_the_module_runs_as_a_script(environment: Path) -> None:
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.count(".") == 2
-    assert (environment / "client-secrets.txt").exists()

@@ -7,7 +7,8 @@ import pytest
 
 from application.credentials import VAR_ENV
 from interface.cli import main
-from projections.runner import replay
+from projections.catalog import by_name
+from projections.runner import open_view, replay
 from tests.projections.conftest import connect_as
 from tests.projections.scenario import READ_MODELS, populate
 
@@ -38,6 +39,26 @@ def test_the_analyst_role_reads_the_read_models_but_not_the_event_store(populate
             conn.execute("SELECT count(*) FROM ledger.ledger_events")
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             conn.execute("DELETE FROM read.transactions")
+
+
+@pytest.mark.parametrize(
+    "table", ["callback_transactions", "callback_outbox", "callback_attempts", "callback_endpoints"]
+)
+def test_the_analyst_role_cannot_read_the_callbacks_partner_data(populated, analyst_name, table):
+    assert run("analyst", "create-role", "--name", analyst_name, "--password", "pw-1") == 0
+    with (
+        connect_as(populated, analyst_name, "pw-1") as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute(f"SELECT count(*) FROM read.{table}")
+
+
+def test_the_analyst_role_reads_the_audit_tables(populated, analyst_name):
+    open_view(populated, by_name("AuditChain")).datastore.close()
+    assert run("analyst", "create-role", "--name", analyst_name, "--password", "pw-1") == 0
+    with connect_as(populated, analyst_name, "pw-1") as conn:
+        assert conn.execute("SELECT count(*) FROM read.audit_chain").fetchone()[0] >= 0
+        assert conn.execute("SELECT count(*) FROM read.audit_checkpoints").fetchone()[0] >= 0
 
 
 def test_the_analyst_role_reads_tables_created_after_it(populated, analyst_name):

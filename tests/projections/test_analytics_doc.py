@@ -9,8 +9,10 @@ import pytest
 
 from application.credentials import VAR_ENV
 from interface.cli import main
+from projections.analyst_cli import PRIVATE_TABLES
+from projections.catalog import by_name
 from projections.read_tables import TABLES, VIEWS
-from projections.runner import replay
+from projections.runner import open_view, replay
 from tests.projections.conftest import connect_as
 from tests.projections.scenario import READ_MODELS, populate
 
@@ -41,11 +43,31 @@ def test_the_guide_describes_every_table_and_every_column(make_view) -> None:
             assert not missing, f"{table}: {missing}"
 
 
+AUDIT_TABLES = {
+    "audit_chain": ("notification_id", "seq", "originator_id", "originator_version", "topic", "event_hash"),
+    "audit_checkpoints": ("notification_id", "seq", "chain_hash", "at", "periodic"),
+}
+
+
+def test_the_guide_describes_the_audit_tables_and_names_the_callback_tables_the_analyst_cannot_read() -> None:
+    text = DOC.read_text()
+    audit = text[text.index("## Audit tables") :]
+    for table, columns in AUDIT_TABLES.items():
+        assert f"`read.{table}`" in audit
+        assert all(f"| `{column}` |" in audit for column in columns), table
+    assert "| `chain_hash` |" in audit
+    for table in PRIVATE_TABLES:
+        assert f"`read.{table}`" in text, table
+
+
 def test_every_example_query_runs_as_the_analyst(
     fresh_database, store_ledger, clock, addresses, make_view, analyst_name, tmp_path, monkeypatch
 ) -> None:
     populate(store_ledger, clock, addresses)
     replay(store_ledger, READ_MODELS, make_view())
+    audit_chain = open_view(fresh_database, by_name("AuditChain"))
+    replay(store_ledger, by_name("AuditChain"), audit_chain)
+    audit_chain.datastore.close()
     monkeypatch.setenv("DATABASE_URL", fresh_database)
     monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
     with pytest.raises(SystemExit) as exit_:

@@ -56,6 +56,7 @@ def test_verify_passes_on_an_untouched_log_and_leaves_no_schema_behind(live):
         *(f"read model {name}" for name in NAMES),
         "postings balance",
         "audit chain",
+        "projections keep up",
     ]
     assert "AuditChain" in NAMES
     assert not query(live, "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'audit%'")

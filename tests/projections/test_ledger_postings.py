@@ -18,7 +18,7 @@ from projections import posting_rules as rules
 from projections.ledger_postings import Postings, PostingsProjection
 from projections.posting_rules import UnbalancedPosting
 from projections.reserve_positions import read_position, read_positions, wait_for_position
-from projections.runner import ProjectionSpec, open_view, replay
+from projections.runner import ProjectionFailed, ProjectionSpec, open_view, replay
 
 POSTINGS = ProjectionSpec(PostingsProjection, Postings)
 ALWAYS = [("hot-wallet", "BTC"), ("hot-wallet", "ETH"), ("bank", "EUR")]
@@ -190,8 +190,9 @@ def test_an_unbalanced_posting_is_refused_and_nothing_of_it_is_written(
     flows = Flows(ledger, addresses)
     flows.buy("100")
     monkeypatch.setattr(rules, "buy_committed", lambda deal: [rules.debit("trading", "EUR", Decimal(1))])
-    with pytest.raises(UnbalancedPosting):
+    with pytest.raises(ProjectionFailed) as failed:
         replay(ledger, POSTINGS, view)
+    assert isinstance(failed.value.__cause__, UnbalancedPosting)
     assert read_position(conn, schema) < ledger.recorder.max_notification_id()  # stopped at the commit
     assert dump(conn, schema, "postings") == []
 

@@ -55,6 +55,7 @@ from domain.errors import (
 )
 from domain.limits import PERIODS, period_key
 from domain.transaction import ALLOWED_TRANSITIONS, FINAL_STATUSES, Status, Transaction, TransactionType
+from tests.clock import FakeClock
 
 SETTINGS = load_settings()
 ADDRESS_BOOK = Bip32AddressBook(SETTINGS.cryptos)
@@ -71,14 +72,6 @@ btc_amounts = st.integers(min_value=10_000, max_value=2_000_000).map(lambda sat:
 confirmations = st.sampled_from([REQUIRED, 0, REQUIRED - 1, REQUIRED + 1])
 rarely = st.sampled_from([False, False, False, True])
 mostly = st.sampled_from([True, True, True, False])
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.at = START
-
-    def now(self) -> datetime:
-        return self.at
 
 
 @dataclass
@@ -313,13 +306,17 @@ class LedgerMachine(RuleBasedStateMachine):
             payment_method=method,
         )
         create = lambda: self.ledger.create_buy(account.partner, request, stage)  # noqa: E731
+        simulate = lambda: self.ledger.simulate_buy(account.partner, request)  # noqa: E731
+        priced = self.ledger.desk.buy_order(account.partner, "priced", request, None)
         if not customer.active:
+            self.refused(CustomerNotActive, simulate)  # a simulate refuses what its create would
             self.refused(CustomerNotActive, create)
             return multiple()
-        simulated = self.ledger.simulate_buy(account.partner, request)
-        if self.over_limit(customer, "buy", simulated.limit_amount):
+        if self.over_limit(customer, "buy", priced.limit_amount):
+            self.refused(TrustLevelLimitExceeded, simulate)
             self.refused(TrustLevelLimitExceeded, create)
             return multiple()
+        simulated = simulate()
         transaction = create()
         assert transaction.status == (Status.STAGED if stage else Status.SENDING)
         assert transaction.order.quote == simulated.quote
@@ -387,13 +384,17 @@ class LedgerMachine(RuleBasedStateMachine):
             fiat_value=None if by_crypto else fiat_value,
         )
         create = lambda: self.ledger.create_sell(account.partner, request)  # noqa: E731
+        simulate = lambda: self.ledger.simulate_sell(account.partner, request)  # noqa: E731
+        priced = self.ledger.desk.sell_order(account.partner, "priced", request, None)
         if not customer.active:
+            self.refused(CustomerNotActive, simulate)  # a simulate refuses what its create would
             self.refused(CustomerNotActive, create)
             return multiple()
-        simulated = self.ledger.simulate_sell(account.partner, request)
-        if self.over_limit(customer, "sell", simulated.limit_amount):
+        if self.over_limit(customer, "sell", priced.limit_amount):
+            self.refused(TrustLevelLimitExceeded, simulate)
             self.refused(TrustLevelLimitExceeded, create)
             return multiple()
+        simulated = simulate()
         transaction = create()
         assert transaction.status == Status.INITIATED
         assert transaction.order.quote == simulated.quote
@@ -425,6 +426,10 @@ class LedgerMachine(RuleBasedStateMachine):
                 return self.refused(ChainReportConflict, report, model.id)
             if confirmations <= model.payment[1] or model.status in NOT_NEWS:
                 return self.unchanged(report, model)
+        overdue = model.status == Status.INITIATED and self.clock.now() > model.valid_until
+        if model.status == Status.CANCELLED or overdue:  # first seen after validUntil: late, to refund
+            model.payment = (tx_id, confirmations, amount)
+            return self.moved(model, report(), Status.CANCELLED)
         if model.status not in (Status.INITIATED, Status.CONFIRMING):
             return self.refused(InvalidStateTransition, report, model.id)
         if not right_amount:

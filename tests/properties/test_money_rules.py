@@ -286,9 +286,28 @@ def test_a_sell_of_crypto_pays_out_the_largest_amount_its_value_covers(
     assert payout >= terms_.fiat.quantum
     assert multiply(payout, one_plus_rate) <= available
     assert multiply(payout + terms_.fiat.quantum, one_plus_rate) > available  # the largest payout
-    assert quote.fees.partner_fiat >= multiply(terms_.fee_rate, payout)
+    rate_of_payout = terms_.fiat.up(multiply(terms_.fee_rate, payout))  # the rate, rounded up to the cent
+    assert rate_of_payout <= quote.fees.partner_fiat <= rate_of_payout + terms_.fiat.quantum
     assert_fields_exact(terms_, quote)
     crypto_fee_equivalents_match(terms_, quote)
+
+
+def test_the_cent_a_sell_of_crypto_cannot_pay_out_goes_to_the_partner_fee() -> None:
+    """0.0100067 BTC at 59000 is worth 590.39 EUR; less 0.50 bank and 1.18 network fee, 588.71 is left for the
+    payout and the partner fee of 1.5 %. A payout of 580.01 would need a partner fee of 8.71 (8.70015 rounded
+    up), one cent too many; so the payout is 580.00 and the partner fee 8.71: the rate of the payout (8.70)
+    and the cent left over, as README.md ("How amounts are computed") says."""
+    btc = Asset("BTC", 8)
+    fees_and_wiggle = (Decimal("0.015"), Decimal("0.50"), Decimal("0.00002"), Decimal("0.05"), Decimal("0.1"))
+    sell = Terms(EUR, btc, *fees_and_wiggle)
+    quote = quote_sell_of_crypto(sell, Decimal("59000"), Decimal("0.01000670"))
+    assert quote.crypto_value == Decimal("590.39")
+    assert quote.fiat_value == Decimal("580.00")
+    assert (quote.fees.bank_fiat, quote.fees.network_fiat) == (Decimal("0.50"), Decimal("1.18"))
+    assert quote.fees.partner_fiat == Decimal("8.71")
+    assert quote_sell_of_crypto(sell, Decimal("59000"), Decimal("0.00250000")).fees.partner_fiat == Decimal(
+        "2.16"
+    )  # 143.66 paid out: 1.5 % of it is 2.1549, rounded up, and nothing left over
 
 
 @FAST

@@ -1,6 +1,6 @@
 """Ledger postings as a property: a `Ledger` on PostgreSQL is driven through random buys, commits,
-sendouts, sells, deposits of the right and of a wrong amount, payouts, expiries and reserve adjustments;
-the Postings view follows by replay after every step.
+sendouts, sells, deposits of the right and of a wrong amount (and late ones), payouts, expiries and reserve
+adjustments; the Postings view follows by replay after every step.
 
 Invariants: every event's entries balance per currency, so the cumulative postings sum to zero per currency
 at EVERY position of the log; and the reserves agree with a model that books each status change of a
@@ -38,11 +38,12 @@ from application.commands import AdjustmentRequest, BuyRequest, DepositReport, S
 from application.database import eventsourcing_env
 from application.ledger import Ledger
 from application.settings import load_settings
-from domain.errors import DomainError
+from domain.errors import DomainError, InsufficientReserve
 from domain.transaction import Status, Transaction, TransactionType
 from projections.ledger_postings import Postings, PostingsProjection
 from projections.reserve_positions import read_positions
 from projections.runner import ProjectionSpec, open_view, replay
+from tests.clock import FakeClock
 
 SETTINGS = load_settings()
 ADDRESS_BOOK = Bip32AddressBook(SETTINGS.cryptos)
@@ -64,14 +65,6 @@ adjusted = st.tuples(
 )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.at = START
-
-    def now(self) -> datetime:
-        return self.at
-
-
 class PostingsMachine(RuleBasedStateMachine):
     transactions = Bundle("transactions")
 
@@ -80,7 +73,7 @@ class PostingsMachine(RuleBasedStateMachine):
         self.schema = f"p_{uuid.uuid4().hex[:12]}"
         self.conn = psycopg.connect(DATABASE["url"], autocommit=True)
         self.conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
-        self.clock = Clock()
+        self.clock = FakeClock()
         env = {
             **eventsourcing_env(DATABASE["url"], self.schema),
             "POSTGRES_PRE_PING": "no",
@@ -96,6 +89,7 @@ class PostingsMachine(RuleBasedStateMachine):
         self.total: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.locked: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
         self.unconfirmed: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        self.refunds: set[str] = set()  # sells paid late: the payment is owed back (locked in the hot wallet)
         self.place_types: dict[str, str] = {"hot-wallet": "HotWallet", "bank": "Exchange"}
 
     def teardown(self) -> None:
@@ -224,6 +218,12 @@ class PostingsMachine(RuleBasedStateMachine):
             except DomainError:
                 return
             raise AssertionError(f"{request} should have been refused")
+        if move and self.total[source, asset] < amount:  # a move never takes a reserve below zero
+            try:
+                self.ledger.record_adjustment(request)
+            except InsufficientReserve:
+                return
+            raise AssertionError(f"{request} overdraws {source}: it holds {self.total[source, asset]}")
         self.ledger.record_adjustment(request)
         self.total[to, asset] += amount
         if move:
@@ -236,9 +236,14 @@ class PostingsMachine(RuleBasedStateMachine):
         """What a change of status moves, as an accountant would book it by hand."""
         now, order, code = transaction.status, transaction.order, transaction.code
         self.status[code] = now
+        quote, hot, bank = order.quote, ("hot-wallet", order.crypto), ("bank", order.currency)
+        paid_late = order.type == TransactionType.SELL and now == Status.CANCELLED and transaction.payment
+        if paid_late and code not in self.refunds:  # first seen after validUntil: received, to refund
+            self.refunds.add(code)
+            self.total[hot] += transaction.payment.amount
+            self.locked[hot] += transaction.payment.amount
         if now == before:
             return
-        quote, hot, bank = order.quote, ("hot-wallet", order.crypto), ("bank", order.currency)
         if order.type == TransactionType.BUY:
             owed = quote.crypto_amount + quote.fees.network_crypto
             if now == Status.SENDING:

@@ -1,6 +1,7 @@
 """State machines over `Transaction`: the rules are the commands, the invariants are the rules of the ledger.
 
-Each command is checked against a small model of the contract (which error, or which status). Whatever the
+Each command is checked against a small model of the contract (which error, or which status; a sell's payment
+first seen after validUntil leaves it CANCELLED as a late payment). Whatever the
 model says, a refused command must leave the aggregate exactly as it was, and an accepted one must move the
 status along an allowed edge. After every step the aggregate is saved to an in-memory event store, and the
 copy reloaded from it must equal the one in memory.
@@ -229,10 +230,13 @@ class TransactionMachine(RuleBasedStateMachine):
             "half": expected_amount / 2,
         }[amount]
         payment = ChainPayment(tx_id, confirmations, paid)
-        sources = (Status.INITIATED, Status.CONFIRMING)
+        sources = (Status.INITIATED, Status.CONFIRMING, Status.CANCELLED)
         expected = self.chain_outcome(payment, TransactionType.SELL, sources)
+        late = tx.status == Status.CANCELLED or (tx.status == Status.INITIATED and at > tx.valid_until)
         if expected is None:
-            if paid != expected_amount:
+            if late:  # first seen after validUntil: the sell stays (or becomes) CANCELLED, to refund
+                expected = Status.CANCELLED
+            elif paid != expected_amount:
                 expected = Status.BLOCKED
             elif confirmations < required:
                 expected = Status.CONFIRMING
@@ -241,6 +245,8 @@ class TransactionMachine(RuleBasedStateMachine):
         self.attempt(lambda: tx.report_deposit(payment, required, payouts, at), expected, at)
         if isinstance(expected, Status):
             assert tx.payment == payment
+        if expected == Status.CANCELLED:
+            assert tx.cancel_reason == "expired"
 
     def do_confirm_payout(self, payouts: bool, at: datetime, reference: str | None, bank: str | None) -> None:
         tx = self.tx
@@ -306,10 +312,17 @@ class TransactionMachine(RuleBasedStateMachine):
 class BuyMachine(TransactionMachine):
     kind = TransactionType.BUY
 
-    @initialize(order=orders(TransactionType.BUY), minutes=st.integers(1, 60))
-    def stage(self, order: Order, minutes: int) -> None:
-        tx = Transaction.stage_buy(order, START, START + timedelta(minutes=minutes))
-        assert tx.status == Status.STAGED
+    @initialize(order=orders(TransactionType.BUY), minutes=st.integers(1, 60), stage=st.booleans())
+    def stage(self, order: Order, minutes: int, stage: bool) -> None:
+        """Staged, or (created without `stage`) Staged and Committed at once and Sending from the start."""
+        valid_until = START + timedelta(minutes=minutes)
+        if stage:
+            tx = Transaction.stage_buy(order, START, valid_until)
+            assert tx.status == Status.STAGED
+        else:
+            tx = Transaction.send_buy(order, START, valid_until)
+            assert tx.status == Status.SENDING and len(tx.pending_events) == 2
+            assert tx.pending_events[0].mutate(None).status == Status.SENDING
         self.start(tx)
 
     @rule(offset=OFFSETS)

@@ -154,8 +154,11 @@ class PrivateCluster:
 class ApiServer:
     """`broker-ledger serve --workers N` on a fixed port; start, SIGKILL its process group, start again."""
 
-    def __init__(self, database_url: str, var: Path, log: Path, workers: int = 2) -> None:
+    def __init__(
+        self, database_url: str, var: Path, log: Path, workers: int = 2, options: tuple[str, ...] = ()
+    ) -> None:
         self.port = free_port()
+        self.options = options  # more of `serve`'s options, e.g. ("--no-projections",)
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.workers = workers
@@ -166,7 +169,7 @@ class ApiServer:
     def start(self) -> float:
         """Starts the server and waits until /health answers 200; returns the seconds that took."""
         began = time.monotonic()
-        command = [*SERVE_COMMAND, "--port", str(self.port), "--workers", str(self.workers)]
+        command = [*SERVE_COMMAND, "--port", str(self.port), "--workers", str(self.workers), *self.options]
         with self.log.open("ab") as output:
             self.process = subprocess.Popen(
                 command,

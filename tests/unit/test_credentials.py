@@ -27,7 +27,7 @@ from application.credentials import (
 )
 from application.settings import DEFAULT_SETTINGS, Client, Partner, Role, Settings, load_settings
 
-DEMO_CLIENTS = {"demo-broker", "demo-operator", "demo-auditor", "other-broker"}
+DEMO_CLIENTS = {"demo-broker", "demo-operator", "demo-auditor", "other-broker", "other-operator"}
 
 
 def fast_hasher() -> PasswordHasher:

@@ -214,8 +214,28 @@ def test_cancelled_transactions_post_nothing(books: Books) -> None:
     buy.expire(late)
     sell.expire(late)
     assert books.process(buy, sell) == []
+    assert list(books.view.deals) == [sell.id]  # an expired sell's deal is kept: it may still be paid late
+    assert books.view.skipped == []  # each forgot (or kept) its deal in a recording of its own
+
+
+@pytest.mark.parametrize("swept_first", [True, False], ids=["after the sweep", "before the sweep"])
+def test_a_late_payment_is_received_unmatched_in_the_hot_wallet_and_never_paid_out(
+    books: Books, swept_first: bool
+) -> None:
+    sell = initiated_sell()
+    late = VALID_UNTIL + timedelta(seconds=1)
+    if swept_first:
+        sell.expire(late)
+    received = sell.order.quote.crypto_amount
+    sell.report_deposit(ChainPayment("tx-1", REQUIRED, received), REQUIRED, True, late)
+    [paid_late] = books.process(sell)
+    assert paid_late.event == "PaidLate"
+    assert lines(paid_late) == {
+        ("reserve:hot-wallet", "BTC"): received,
+        ("received_unmatched", "BTC"): -received,
+    }
     assert books.view.deals == {}
-    assert books.view.skipped == []  # each forgot its deal in a recording of its own
+    assert rules.RECEIVED_UNMATCHED in rules.LOCKED_ACCOUNTS["hot-wallet"]
 
 
 def test_an_opening_balance_comes_from_equity_and_a_move_leaves_one_reserve_for_another(books: Books) -> None:
@@ -277,6 +297,7 @@ def test_every_rule_balances_for_amounts_of_every_precision() -> None:
         rules.buy_completed(deal),
         rules.sell_paid_out(deal),
         rules.sell_blocked(deal, Decimal("0.1"), Decimal("0.2")),
+        rules.sell_paid_late(deal, Decimal("0.1"), Decimal("0.2")),
         rules.adjustment("OpeningBalance", "EUR", Decimal("1.5"), "bank", None),
     ):
         assert rules.balanced(entries) == entries

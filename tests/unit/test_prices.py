@@ -21,19 +21,9 @@ from application.adapters.prices import (
 )
 from application.settings import Settings, load_settings
 from domain.errors import PriceUnavailable
+from tests.clock import FakeClock
 
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
-
-
-class FakeClock:
-    def __init__(self, at: datetime = NOW) -> None:
-        self.at = at
-
-    def now(self) -> datetime:
-        return self.at
-
-    def advance(self, seconds: float) -> None:
-        self.at += timedelta(seconds=seconds)
 
 
 @dataclass
@@ -98,7 +88,7 @@ def exchange() -> Iterator[FakeExchange]:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(NOW)
 
 
 def ticker_settings(url: str, max_age: int = 60, timeout: float = 2.0) -> Settings:

@@ -7,7 +7,7 @@ import hashlib
 import hmac
 import json
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import jwt
 import pytest
@@ -22,6 +22,7 @@ from interface.auth import (
     TokenService,
     parse_bearer,
 )
+from tests.clock import FakeClock
 
 KEY = b"k" * 32
 START = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)
@@ -33,20 +34,9 @@ CLIENT = ClientRecord(
 )
 
 
-class FakeClock:
-    def __init__(self, now: datetime = START) -> None:
-        self.current = now
-
-    def now(self) -> datetime:
-        return self.current
-
-    def advance(self, seconds: float) -> None:
-        self.current += timedelta(seconds=seconds)
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(START)
 
 
 @pytest.fixture

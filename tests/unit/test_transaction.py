@@ -316,10 +316,55 @@ def test_a_deposit_cannot_be_reported_for_a_buy() -> None:
     assert_refused(buy, InvalidStateTransition, lambda: buy.report_deposit(report, REQUIRED, True, LATER))
 
 
-def test_a_deposit_cannot_be_reported_for_an_expired_sell() -> None:
+def test_a_payment_to_a_sell_the_sweep_cancelled_is_recorded_as_late_to_refund() -> None:
     sell = sell_in(Status.CANCELLED)
     report = deposit(sell)
-    assert_refused(sell, InvalidStateTransition, lambda: sell.report_deposit(report, REQUIRED, True, LATER))
+    sell.report_deposit(report, REQUIRED, True, PAST_VALIDITY)
+    assert (sell.status, sell.cancel_reason, sell.payment) == (Status.CANCELLED, "expired", report)
+    assert [type(e).__name__ for e in sell.collect_events()][-1] == "PaidLate"
+
+
+@pytest.mark.parametrize("paid", [Decimal(1), Decimal("0.5")], ids=["expected", "another amount"])
+def test_a_payment_first_seen_after_valid_until_cancels_the_sell_before_the_sweep_does(
+    paid: Decimal,
+) -> None:
+    sell = initiated_sell()
+    report = ChainPayment("tx-1", REQUIRED, sell.order.quote.crypto_amount * paid)
+    sell.report_deposit(report, REQUIRED, True, PAST_VALIDITY)
+    assert (sell.status, sell.cancel_reason, sell.payment) == (Status.CANCELLED, "expired", report)
+    assert not sell.is_open and sell.updated == PAST_VALIDITY
+
+
+def test_a_payment_first_seen_at_valid_until_is_on_time() -> None:
+    sell = initiated_sell()
+    sell.report_deposit(deposit(sell), REQUIRED, True, VALID_UNTIL)
+    assert sell.status == Status.TO_PAYOUT
+
+
+def test_a_payment_seen_in_time_is_paid_out_when_confirmed_after_valid_until() -> None:
+    sell = sell_in(Status.CONFIRMING)
+    sell.report_deposit(deposit(sell), REQUIRED, True, PAST_VALIDITY)
+    assert sell.status == Status.TO_PAYOUT
+
+
+def test_a_late_payment_reported_again_changes_nothing_and_another_one_conflicts() -> None:
+    sell = initiated_sell()
+    sell.report_deposit(deposit(sell, confirmations=1), REQUIRED, True, PAST_VALIDITY)
+    sell.collect_events()
+    assert_nothing_recorded(sell, lambda: sell.report_deposit(deposit(sell), REQUIRED, True, PAST_VALIDITY))
+    other = deposit(sell, tx_id="tx-2")
+    assert_refused(
+        sell, ChainReportConflict, lambda: sell.report_deposit(other, REQUIRED, True, PAST_VALIDITY)
+    )
+
+
+def test_a_buy_sent_at_once_is_sending_from_its_first_event_and_records_staged_and_committed() -> None:
+    buy = Transaction.send_buy(order(TransactionType.BUY), NOW, VALID_UNTIL)
+    events = buy.collect_events()
+    assert [type(e).__name__ for e in events] == ["Staged", "Committed"]
+    assert events[0].commit_at_once and events[0].mutate(None).status == Status.SENDING
+    assert (buy.status, buy.updated) == (Status.SENDING, NOW)
+    assert not buy.is_overdue(PAST_VALIDITY)
 
 
 # --- payouts ----------------------------------------------------------------------------------------

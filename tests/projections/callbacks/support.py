@@ -47,6 +47,8 @@ class Trades:
         self.customers = itertools.count(1)
 
     def buy(self, url: str | None, stage: bool = False, partner: str = "demo") -> Transaction:
+        """Staged, and unless `stage` committed in a second step: Staged and Sending are two deliveries
+        (a buy created without `stage` has one, Sending)."""
         code = f"cb-{next(self.customers)}"
         self.ledger.register_customer(partner, code, "Basic", status="ACTIVE")
         address = self.addresses.next("BTC")  # type: ignore[attr-defined]
@@ -60,7 +62,8 @@ class Trades:
             payment_method="BANK_EUR_BUY",
             callback_url=url,
         )
-        return self.ledger.create_buy(partner, request, stage=stage)
+        staged = self.ledger.create_buy(partner, request, stage=True)
+        return staged if stage else self.ledger.commit(partner, staged.code)
 
     def complete(self, buy: Transaction) -> None:
         """Sendout seen with one confirmation (no status change), then confirmed (COMPLETED)."""

@@ -10,6 +10,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from application.callbacks.snapshots import StoredState, restore
+from application.commands import BuyRequest
 from application.ledger import Ledger
 from application.settings import Settings
 from projections.callbacks import CallbackOutbox, event_id
@@ -70,6 +71,39 @@ def test_every_status_change_of_a_transaction_with_a_url_becomes_one_delivery(
         assert all(row["event_id"] == event_id(sell.id, row["version"]) for row in deliveries)
         assert all(row["url"] == SELL_METHOD_HOOK and row["status"] == "pending" for row in deliveries)
         assert all(row["partner"] == sell.order.partner for row in deliveries)
+
+
+def test_a_buy_created_without_stage_is_first_delivered_as_sending(
+    store_ledger: Ledger, addresses: Any, outbox: CallbackOutbox, fresh_database: str
+) -> None:
+    """Its Staged and Committed are one recording; its Staged says so, so the outbox (replayed or not)
+    never has a Staged delivery a platform could try to commit on."""
+    trades = Trades(store_ledger, addresses)
+    request = trades.buy(HOOK, stage=True).order  # a customer and account to buy for
+    buy = store_ledger.create_buy("demo", _request_of(request), stage=False)
+    trades.complete(buy)
+    project(store_ledger, outbox)
+    rows = [row for row in outbox_rows(fresh_database) if row["transaction_code"] == buy.code]
+    assert [(row["sequence"], row["transaction_status"]) for row in rows] == [
+        (1, "Sending"),
+        (2, "COMPLETED"),
+    ]
+    first = restore(
+        StoredState(rows[0]["transaction_id"], rows[0]["version"], rows[0]["topic"], rows[0]["state"])
+    )
+    assert str(first.status) == "Sending"
+
+
+def _request_of(order: Any) -> BuyRequest:
+    return BuyRequest(
+        customer_code=order.customer_code,
+        currency=order.currency,
+        crypto=order.crypto,
+        fiat_value=order.quote.requested_fiat,
+        destination_address=order.destination_address,
+        payment_method=order.payment_method,
+        callback_url=HOOK,
+    )
 
 
 def test_a_delivery_keeps_the_transaction_as_it_stood_after_its_event(

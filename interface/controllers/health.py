@@ -1,0 +1,88 @@
+"""Liveness (`GET /health/live`: the process serves) and readiness (`GET /health`: the database answers and
+every projection keeps up with the event log, see `projections.status`)."""
+
+from __future__ import annotations
+
+from litestar import Response, get
+from litestar.datastructures import State
+from litestar.openapi.datastructures import ResponseSpec
+
+from interface.problems import PROBLEM_JSON
+from interface.schemas.health import Health, ProjectionError, ProjectionHealth, StalledProblem
+from projections import status
+from projections.status import ProjectionState
+
+STALLED = "projection_stalled"
+
+
+@get(
+    "/health/live",
+    operation_id="liveness",
+    tags=["Operations"],
+    exclude_from_auth=True,
+    security=[{}],
+)
+async def liveness() -> dict[str, str]:
+    """Liveness: 200 while the process serves requests, whatever the database or the projections do."""
+    return {"status": "ok"}
+
+
+@get(
+    "/health",
+    operation_id="health",
+    tags=["Operations"],
+    exclude_from_auth=True,
+    sync_to_thread=True,
+    security=[{}],
+    responses={
+        503: ResponseSpec(
+            data_container=StalledProblem,
+            description="A projection stalled (`projection_stalled`), or the database is unavailable",
+            media_type=PROBLEM_JSON,
+            generate_examples=False,
+        )
+    },
+)
+def health(state: State) -> Response[Health]:
+    """Readiness: the database answers, and no projection has a recorded failure or an unapplied event older
+    than BROKER_LEDGER_PROJECTION_STALL_SECONDS (30 by default); else 503 `projection_stalled`."""
+    ledger = state.runtime.ledger
+    threshold = status.stall_seconds()
+    with state.pool.connection() as conn:
+        conn.execute("SELECT 1")
+        head = ledger.recorder.max_notification_id() or 0
+        found = status.states(conn, state.projection_names, head, status.event_time(ledger))
+    stalled = [one for one in found if one.stalled(threshold)]
+    if not stalled:
+        return Response(Health(status="ok"))
+    detail = "; ".join(one.describe() for one in stalled)
+    problem = StalledProblem(
+        type=f"urn:broker-ledger:problem:{STALLED}",
+        title="Projection stalled",
+        status=503,
+        detail=f"the read models do not keep up with the event log: {detail}",
+        code=STALLED,
+        errors=[one.describe() for one in stalled],
+        projections=[_projection(one, threshold) for one in found],
+    )
+    return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": "5"})
+
+
+def _projection(state: ProjectionState, threshold: float) -> ProjectionHealth:
+    failure = state.failure
+    return ProjectionHealth(
+        name=state.name,
+        position=state.position,
+        head=state.head,
+        behind_seconds=round(state.behind_seconds, 3),
+        stalled=state.stalled(threshold),
+        error=None
+        if failure is None
+        else ProjectionError(
+            message=failure.error,
+            notification_id=failure.notification_id,
+            failures=failure.failures,
+            since=failure.since,
+            last_failed_at=failure.failed_at,
+        ),
+    )

@@ -1,0 +1,95 @@
+"""Read-your-writes by position: a read waits only until the read models have passed its partner's last
+write, not for the whole event log.
+
+Around each POST and PUT of an authenticated partner, `ReadYourWritesMiddleware` opens a `WritePosition`
+(`application/positions.py`); the use case's saves raise it to the last notification id they recorded.
+Before the answer leaves, that position is kept in `api.write_positions`, one row per partner, so every
+worker and replica sees it. A read (`Reader`, `GET /reserves`) then waits, boundedly, until the read model
+has processed that position; a partner that has written nothing waits for nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from litestar.enums import ScopeType
+from litestar.middleware import ASGIMiddleware
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from psycopg import Connection, sql
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from application.positions import tracking_writes
+
+log = logging.getLogger("broker_ledger.reading")
+POOL_WAIT_SECONDS = 3
+TABLE = "write_positions"
+CREATE_LOCK = 7_346_219_001  # the advisory lock workers take in turn to create the table
+
+
+class WritePositions:
+    """Each partner's last written notification id (an unlogged table: after a crash of PostgreSQL it is
+    empty, and reads wait for nothing until the partner writes again, as the projections are then caught up
+    by the time anyone reads)."""
+
+    def __init__(self, pool: ConnectionPool, async_pool: AsyncConnectionPool, schema: str) -> None:
+        self.pool = pool
+        self.async_pool = async_pool
+        self.schema = schema
+        table = sql.Identifier(schema, TABLE)
+        self._remember = sql.SQL(
+            "INSERT INTO {t} AS t (partner, position) VALUES (%s, %s) ON CONFLICT (partner)"
+            " DO UPDATE SET position = greatest(t.position, excluded.position)"
+        ).format(t=table)
+        self._last = sql.SQL("SELECT position FROM {t} WHERE partner = %s").format(t=table)
+        self._create = sql.SQL(
+            "CREATE UNLOGGED TABLE IF NOT EXISTS {t} (partner text PRIMARY KEY, position bigint NOT NULL)"
+        ).format(t=table)
+
+    def create_table(self) -> None:
+        with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (CREATE_LOCK,))
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+            found = conn.execute("SELECT to_regclass(%s)", [f"{self.schema}.{TABLE}"]).fetchone()
+            if found is None or found[0] is None:
+                conn.execute(self._create)
+
+    async def remember(self, partner: str, position: int) -> None:
+        async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+            await conn.execute(self._remember, (partner, position))
+
+    def last(self, conn: Connection, partner: str) -> int:
+        """The partner's last written position (0 if it has written nothing), on the caller's connection."""
+        with conn.cursor(row_factory=tuple_row) as cursor:
+            row = cursor.execute(self._last, (partner,)).fetchone()
+        return int(row[0]) if row else 0
+
+
+class ReadYourWritesMiddleware(ASGIMiddleware):
+    """Keeps the position of a partner's write before its answer is sent (so a read sent after the answer
+    waits for it)."""
+
+    scopes = (ScopeType.HTTP,)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        principal = scope.get("user")
+        if scope["method"] not in ("POST", "PUT") or principal is None:
+            await next_app(scope, receive, send)
+            return
+        positions: WritePositions = scope["litestar_app"].state.write_positions
+        with tracking_writes() as written:
+
+            async def send_once_kept(message: Message) -> None:
+                if message["type"] == "http.response.start" and written.position:
+                    await _keep(positions, principal.partner, written.position)
+                await send(message)
+
+            await next_app(scope, receive, send_once_kept)
+
+
+async def _keep(positions: WritePositions, partner: str, position: int) -> None:
+    """The write happened whatever becomes of this: a failure only means a later read may not wait for it."""
+    try:
+        await positions.remember(partner, position)
+    except Exception as error:
+        log.warning("could not keep the write position %d of %s: %s", position, partner, error)

@@ -1,0 +1,150 @@
+"""Over HTTP, a stalled projection is visible and never served as absence: once ReadModels fails on an event,
+GET /health answers 503 `projection_stalled` naming it, its position, the log's head and its error, while
+GET /health/live still answers 200; and a transaction recorded after that event is read from the event store
+(with the presenter of the aggregate path) instead of 404. The real app runs in-process with its projections,
+on a database of its own (the stall would otherwise be every other test's)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from interface import presenters
+from interface.reading import Reader
+from projections.queries import find_transaction
+from tests.e2e.support import ENCODER, PROBLEM_JSON, AddressSource, Customer, buy_body, unique_code
+from tests.in_process import app_client, bearer_headers
+from tests.projections.audit_support import own_database
+from tests.projections.stall_support import insert_unappliable_event
+
+
+class InProcessApi:
+    """`post_json` and `put_json` (exact decimals) on the test client, with one client's headers."""
+
+    def __init__(self, client: TestClient, headers: dict[str, str]) -> None:
+        self.client = client
+        self.headers = headers
+
+    def get(self, url: str) -> Any:
+        return self.client.get(url, headers=self.headers)
+
+    def post_json(self, url: str, payload: Any) -> Any:
+        return self.client.post(url, content=ENCODER.encode(payload), headers=self._json())
+
+    def put_json(self, url: str, payload: Any) -> Any:
+        return self.client.put(url, content=ENCODER.encode(payload), headers=self._json())
+
+    def _json(self) -> dict[str, str]:
+        return {**self.headers, "content-type": "application/json"}
+
+
+def created(response: Any, status: int = 201) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+@dataclass
+class Stalled:
+    client: TestClient
+    broker: InProcessApi
+    other: InProcessApi
+    bad: int  # the notification id ReadModels cannot apply
+    before: dict[str, Any]  # a buy the read models show
+    after: dict[str, Any]  # a buy recorded after the bad event, as POST answered it
+
+
+def wait_for(client: TestClient, path: str, status: int, seconds: float = 30) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        answer = client.get(path)
+        if answer.status_code == status or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def stalled(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stalled]:
+    var = tmp_path_factory.mktemp("stall") / "var"
+    with own_database(database_url) as url, app_client(url, var, projections=True) as client:
+        broker = InProcessApi(client, bearer_headers(client, var, "demo-broker"))
+        other = InProcessApi(client, bearer_headers(client, var, "other-broker"))
+        code = unique_code("stall")
+        created(broker.post_json("/customer", {"customerCode": code, "trustLevel": "Basic"}))
+        created(broker.put_json(f"/customer/{code}", {"status": "ACTIVE"}), 200)
+        address = AddressSource()()
+        account = created(broker.post_json(f"/customer/{code}/accounts", {"customerCryptoAddress": address}))
+        owner = Customer(code, account["accountCode"], address, account["dcReceiveAddress"])
+        before = created(broker.post_json("/brokerbuy", {**buy_body(owner, 100), "stage": True}))
+        healthy = wait_for(client, "/health", 200)
+        assert healthy.status_code == 200 and healthy.json() == {"status": "ok"}, healthy.text
+        bad = insert_unappliable_event(url)
+        after = created(broker.post_json("/brokerbuy", {**buy_body(owner, 50), "stage": True}))
+        yield Stalled(client, broker, other, bad, before["transaction"], after["transaction"])
+
+
+def read_models_stalled(client: TestClient, seconds: float = 30) -> Any:
+    """GET /health once it names ReadModels stalled (the other projections may fail on the event too)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        answer = client.get("/health")
+        named = answer.status_code == 503 and any(
+            p["name"] == "ReadModels" and p["error"] for p in answer.json().get("projections", [])
+        )
+        if named or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
+def test_health_answers_503_projection_stalled_naming_the_projection_its_position_and_error(stalled):
+    answer = read_models_stalled(stalled.client)
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["content-type"].startswith(PROBLEM_JSON)
+    problem = answer.json()
+    assert problem["code"] == "projection_stalled" and problem["status"] == 503
+    assert problem["type"] == "urn:broker-ledger:problem:projection_stalled"
+    [read_models] = [p for p in problem["projections"] if p["name"] == "ReadModels"]
+    assert read_models["stalled"] is True
+    assert read_models["position"] == stalled.bad - 1
+    assert read_models["head"] > stalled.bad
+    error = read_models["error"]
+    assert error["notificationId"] == stalled.bad and error["failures"] >= 1
+    assert "AttributeError" in error["message"]
+    assert any("ReadModels" in line and f"notification {stalled.bad}" in line for line in problem["errors"])
+
+
+def test_liveness_answers_200_while_readiness_says_stalled(stalled):
+    assert wait_for(stalled.client, "/health", 503).status_code == 503
+    live = stalled.client.get("/health/live")
+    assert live.status_code == 200 and live.json() == {"status": "ok"}
+
+
+def test_a_transaction_the_read_models_do_not_show_is_read_from_the_event_store(stalled):
+    code = stalled.after["transactionCode"]
+    answer = stalled.broker.get(f"/transactions/custodian/{code}")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["transaction"] == stalled.after  # as the aggregate path presented it
+
+
+def test_a_transaction_in_neither_the_read_models_nor_the_event_store_is_404(stalled):
+    answer = stalled.broker.get("/transactions/custodian/TX0000000000000000")
+    assert answer.status_code == 404 and answer.json()["code"] == "transaction_not_found"
+    theirs = stalled.other.get(f"/transactions/custodian/{stalled.after['transactionCode']}")
+    assert theirs.status_code == 404 and theirs.json()["code"] == "transaction_not_found"
+
+
+def test_the_read_model_and_the_aggregate_present_a_transaction_alike(stalled):
+    code = stalled.before["transactionCode"]
+    answer = stalled.broker.get(f"/transactions/custodian/{code}")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["transaction"] == stalled.before
+    reader: Reader = stalled.client.app.state.runtime.reader
+    row = find_transaction(reader.view, "demo", code)
+    assert row is not None
+    from_row = presenters.transaction_row(reader.ledger.settings, row)
+    from_aggregate = presenters.transaction(reader.ledger.settings, reader.ledger.transaction("demo", code))
+    assert from_row == from_aggregate.transaction

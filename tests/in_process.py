@@ -1,0 +1,40 @@
+"""The real app in-process: `create_app` on a runtime wired to the session's database, with a var directory
+of its own (generated client secrets, token key), served through litestar's test client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from litestar.testing import TestClient
+
+from application.credentials import VAR_ENV
+from application.settings import SETTINGS_ENV
+from interface.app import build_runtime, create_app
+from tests.e2e.support import client_secrets
+
+
+@contextmanager
+def app_client(database_url: str, var: Path, projections: bool = False) -> Iterator[TestClient]:
+    """The app with the demo settings; its projections run in-process only with `projections`."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(VAR_ENV, str(var))
+        if not projections:
+            patch.setenv("BROKER_LEDGER_PROJECTIONS", "off")
+        patch.delenv(SETTINGS_ENV, raising=False)
+        app = create_app(build_runtime(database_url))
+        with TestClient(app, raise_server_exceptions=False, timeout=60) as client:
+            yield client
+
+
+def bearer_headers(client: TestClient, var: Path, client_id: str, version: str = "1.2") -> dict[str, str]:
+    """Headers of a request by `client_id`: a token from POST /connect/token, and `api_version`."""
+    secret = client_secrets(var)[client_id]
+    answer = client.post(
+        "/connect/token",
+        data={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret},
+    )
+    assert answer.status_code == 200, answer.text
+    return {"Authorization": f"Bearer {answer.json()['access_token']}", "api_version": version}

@@ -1,0 +1,49 @@
+"""An Idempotency-Key whose answer cannot be kept (the database went away after the request was executed):
+the client still gets the whole answer, and the key is freed, so a retry runs again rather than waiting on a
+claim that nobody finishes. In-process, on the real app and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from litestar.testing import TestClient
+
+from interface.idempotency import IdempotencyStore
+from tests.in_process import app_client, bearer_headers
+
+
+@pytest.fixture(scope="module")
+def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("idempotent-answers") / "var"
+
+
+@pytest.fixture(scope="module")
+def client(database_url: str, var: Path) -> Iterator[TestClient]:
+    with app_client(database_url, var) as test_client:
+        yield test_client
+
+
+def kept_keys(database_url: str, key: str) -> int:
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT count(*) FROM api.idempotency_keys WHERE key = %s", [key]).fetchone()
+    return row[0]
+
+
+def test_an_answer_that_cannot_be_kept_is_still_sent_whole_and_its_key_is_freed(
+    client: TestClient, var: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def database_gone(*args: object) -> bool:
+        raise psycopg.OperationalError("connection lost")
+
+    monkeypatch.setattr(IdempotencyStore, "finish", database_gone)
+    key = f"lost-answer-{uuid.uuid4().hex}"
+    code = f"lost-{uuid.uuid4().hex[:12]}"
+    headers = {**bearer_headers(client, var, "demo-broker"), "Idempotency-Key": key}
+    answer = client.post("/customer", json={"customerCode": code, "trustLevel": "Basic"}, headers=headers)
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["customerCode"] == code
+    assert kept_keys(database_url, key) == 0  # free: a retry is executed, not held as still running
