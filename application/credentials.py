@@ -1,6 +1,8 @@
 """Credentials: secrets kept outside the settings file, in the var directory.
 
-On first start every configured client without a `secret_hash` gets a random 256-bit secret. Only
+What they are made for comes from the settings (`CredentialSettings`: the API's clients and the partners'
+configured callback secrets, `interface.settings.ServiceSettings`). On first start every configured client
+without a `secret_hash` gets a random 256-bit secret. Only
 its HMAC-SHA-256 under the service's own key (`secret_hash_key`) is kept (`credentials.json`); the
 plaintext goes once to `client-secrets.txt` so a developer can use the OAuth2 flow. The same JSON
 holds the token signing key (unless `BROKER_LEDGER_TOKEN_KEY` is set) and a Standard Webhooks secret
@@ -42,16 +44,15 @@ import logging
 import os
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from argon2 import PasswordHasher
 
 from application.secret_hashes import SecretHasher, is_hmac_hash
-from application.settings import Settings
 
 log = logging.getLogger("broker_ledger.credentials")
 
@@ -69,6 +70,24 @@ SECRET_HASH_KEY = "secret_hash_key"  # the HMAC key of client secrets, in creden
 
 class CredentialsError(Exception):
     """The stored credentials or the environment cannot be used; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class ConfiguredClient:
+    """A client as the settings configure it; `secret_hash` only when the operator set one."""
+
+    partner: str
+    roles: frozenset[str]
+    secret_hash: str | None = None
+
+
+class CredentialSettings(Protocol):
+    """What the credentials are made for: every configured client by its id (unique across partners), and
+    each partner's configured callback secret (None where one is to be generated)."""
+
+    def clients(self) -> Mapping[str, ConfiguredClient]: ...
+
+    def callback_secrets(self) -> Mapping[str, str | None]: ...
 
 
 @dataclass(frozen=True)
@@ -130,6 +149,12 @@ class Credentials:
             return self._migrate(record, secret)
         return record
 
+    def costly_to_check(self, client_id: str) -> bool:
+        """Whether checking a secret of `client_id` runs argon2 (a hash of before not yet rewritten as HMAC);
+        False for an unknown client, which is checked against an HMAC dummy."""
+        record = self._clients.get(client_id)
+        return record is not None and not is_hmac_hash(record.secret_hash)
+
     def callback_secret(self, partner: str) -> str:
         """The partner's Standard Webhooks secret; KeyError for a partner that is not configured."""
         return self._callback_secrets[partner]
@@ -183,21 +208,21 @@ def stored_token_key(var_dir: Path) -> TokenKey:
 
 
 def load_or_create_credentials(
-    settings: Settings, var_dir: Path, *, argon2: PasswordHasher | None = None
+    settings: CredentialSettings, var_dir: Path, *, argon2: PasswordHasher | None = None
 ) -> Credentials:
     """Load the stored credentials, generating and storing whatever is missing for `settings`.
 
     `argon2` checks the argon2 hashes still accepted (tests give cheaper parameters); production uses
     the library's defaults.
     """
-    owners = _client_owners(settings)
+    clients, configured_secrets = settings.clients(), settings.callback_secrets()
     var_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     with _locked(var_dir / LOCK_FILE):
         stored = _read_store(var_dir / CREDENTIALS_FILE)
         changed = _complete_keys(stored)
         hasher = SecretHasher(_secret_hash_key(stored), argon2 or PasswordHasher())
         migrated = _migrate_known_secrets(stored, var_dir / SECRETS_FILE, hasher)
-        new_secrets, completed = _complete(stored, settings, hasher)
+        new_secrets, completed = _complete(stored, clients, configured_secrets, hasher)
         changed = changed or migrated or completed
         if changed:
             # Plaintext first: if we stop between the two writes, the next start makes new secrets
@@ -206,29 +231,18 @@ def load_or_create_credentials(
                 _append_secrets(var_dir / SECRETS_FILE, new_secrets)
             _write_atomically(var_dir / CREDENTIALS_FILE, stored)
     return Credentials(
-        clients=_records(settings, owners, stored),
+        clients=_records(clients, stored),
         signing_key=_signing_key(stored),
         callback_secrets={
-            code: partner.callback_secret or stored["callback_secrets"][code]
-            for code, partner in settings.partners.items()
+            code: secret or stored["callback_secrets"][code] for code, secret in configured_secrets.items()
         },
         hasher=hasher,
         var_dir=var_dir,
-        migratable=_stored_client_ids(settings, owners),
+        # the clients whose secret hash is in credentials.json rather than in the settings
+        migratable=frozenset(
+            client_id for client_id, client in clients.items() if client.secret_hash is None
+        ),
     )
-
-
-def _client_owners(settings: Settings) -> dict[str, str]:
-    owners: dict[str, str] = {}
-    for code, partner in settings.partners.items():
-        for client_id in partner.clients:
-            if client_id in owners:
-                raise CredentialsError(
-                    f"client id {client_id!r} is configured for partners {owners[client_id]!r}"
-                    f" and {code!r}; client ids must be unique"
-                )
-            owners[client_id] = code
-    return owners
 
 
 def _complete_keys(stored: dict[str, Any]) -> bool:
@@ -270,7 +284,10 @@ def _read_secrets(path: Path) -> dict[str, str]:
 
 
 def _complete(
-    stored: dict[str, Any], settings: Settings, hasher: SecretHasher
+    stored: dict[str, Any],
+    clients: Mapping[str, ConfiguredClient],
+    configured_secrets: Mapping[str, str | None],
+    hasher: SecretHasher,
 ) -> tuple[list[tuple[str, str]], bool]:
     """Add the missing client secrets and callback secrets to `stored`, in place.
 
@@ -278,42 +295,31 @@ def _complete(
     """
     new_secrets: list[tuple[str, str]] = []
     changed = False
-    clients = stored["clients"]
-    for partner in settings.partners.values():
-        for client_id, client in partner.clients.items():
-            if client.secret_hash is None and client_id not in clients:
-                secret = secrets.token_urlsafe(32)
-                clients[client_id] = {"secret_hash": hasher.hash(secret)}
-                new_secrets.append((client_id, secret))
-                changed = True
+    stored_clients = stored["clients"]
+    for client_id, client in clients.items():
+        if client.secret_hash is None and client_id not in stored_clients:
+            secret = secrets.token_urlsafe(32)
+            stored_clients[client_id] = {"secret_hash": hasher.hash(secret)}
+            new_secrets.append((client_id, secret))
+            changed = True
     callback_secrets = stored["callback_secrets"]
-    for code, partner in settings.partners.items():
-        if partner.callback_secret is None and code not in callback_secrets:
+    for code, secret in configured_secrets.items():
+        if secret is None and code not in callback_secrets:
             callback_secrets[code] = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
             changed = True
     return new_secrets, changed
 
 
-def _stored_client_ids(settings: Settings, owners: dict[str, str]) -> frozenset[str]:
-    """The clients whose secret hash is in credentials.json rather than in the settings."""
-    return frozenset(
-        client_id
-        for client_id, partner in owners.items()
-        if settings.partners[partner].clients[client_id].secret_hash is None
-    )
-
-
-def _records(settings: Settings, owners: dict[str, str], stored: dict[str, Any]) -> dict[str, ClientRecord]:
-    records = {}
-    for client_id, partner_code in owners.items():
-        client = settings.partners[partner_code].clients[client_id]
-        records[client_id] = ClientRecord(
+def _records(clients: Mapping[str, ConfiguredClient], stored: dict[str, Any]) -> dict[str, ClientRecord]:
+    return {
+        client_id: ClientRecord(
             client_id=client_id,
-            partner=partner_code,
-            roles=frozenset(role.value for role in client.roles),
+            partner=client.partner,
+            roles=client.roles,
             secret_hash=client.secret_hash or stored["clients"][client_id]["secret_hash"],
         )
-    return records
+        for client_id, client in clients.items()
+    }
 
 
 def _signing_key(stored: dict[str, Any]) -> bytes:

@@ -1,11 +1,8 @@
-"""Use cases of customers and their accounts, and of their trust-level limits."""
+"""Use cases of customers and their accounts."""
 
 from __future__ import annotations
 
-from decimal import Decimal
-
-from application.base import LedgerBase
-from application.commands import LimitUsage
+from application.context import Context
 from domain.account import Account, account_code_for
 from domain.customer import Customer, CustomerStatus
 from domain.errors import (
@@ -15,10 +12,14 @@ from domain.errors import (
     TrustLevelUnknown,
     ValidationFailed,
 )
-from domain.limits import PERIODS, LimitWindow, period_key
 
 
-class Customers(LedgerBase):
+class Customers:
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.store = context.store
+        self.settings = context.settings
+
     def register_customer(
         self,
         partner: str,
@@ -35,7 +36,7 @@ class Customers(LedgerBase):
         if currency is not None and currency not in self.settings.currencies:
             known = ", ".join(sorted(self.settings.currencies))
             raise ValidationFailed(f"currencyCode {currency!r} is not supported; supported: {known}")
-        if self.find(Customer.create_id(partner, code)) is not None:
+        if self.store.find(Customer.create_id(partner, code)) is not None:
             raise CustomerAlreadyExists(f"a customer with customerCode {code!r} already exists")
         customer = Customer(
             partner=partner,
@@ -44,11 +45,11 @@ class Customers(LedgerBase):
             status=CustomerStatus(status),
             currency=currency,
             portfolio=portfolio,
-            at=self.clock.now(),
+            at=self.context.clock.now(),
         )
         try:
-            self.save(customer)
-        except self.conflicts:
+            self.store.save(customer)
+        except self.store.conflicts:
             raise CustomerAlreadyExists(f"a customer with customerCode {code!r} already exists") from None
         return customer
 
@@ -57,12 +58,12 @@ class Customers(LedgerBase):
             raise ValidationFailed(f"status must be ACTIVE to activate a customer, got {status!r}")
 
         def activate() -> Customer:
-            customer = self.customer(partner, code)
-            customer.activate(self.clock.now())
-            self.save(customer)
+            customer = self.store.customer(partner, code)
+            customer.activate(self.context.clock.now())
+            self.store.save(customer)
             return customer
 
-        return self.retrying(activate)
+        return self.store.retrying(activate)
 
     def open_account(
         self, partner: str, customer_code: str, customer_address: str, crypto: str | None = None
@@ -72,13 +73,13 @@ class Customers(LedgerBase):
         code = account_code_for(partner, customer_code, crypto, customer_address)
 
         def open_() -> tuple[Account, bool]:
-            customer = self.customer(partner, customer_code)
-            existing = self.find(Account.create_id(partner, code))
+            customer = self.store.customer(partner, customer_code)
+            existing = self.store.find(Account.create_id(partner, code))
             if existing is not None:
                 return existing, False
-            pool = self.address_pool(crypto)
-            deposit = self.addresses.derive(crypto, pool.allocate(f"account:{partner}:{code}"))
-            now = self.clock.now()
+            pool = self.store.address_pool(crypto)
+            deposit = self.context.addresses.derive(crypto, pool.allocate(f"account:{partner}:{code}"))
+            now = self.context.clock.now()
             account = Account(
                 partner=partner,
                 code=code,
@@ -90,37 +91,13 @@ class Customers(LedgerBase):
                 at=now,
             )
             customer.link_account(code, now)
-            self.save(account, customer, pool)
+            self.store.save(account, customer, pool)
             return account, True
 
-        return self.retrying(open_)
+        return self.store.retrying(open_)
 
     def accounts_of(self, customer: Customer) -> list[Account]:
-        return [self.account(customer.partner, code) for code in customer.account_codes]
-
-    def limits(self, partner: str, customer_code: str) -> list[LimitUsage]:
-        customer = self.customer(partner, customer_code)
-        level = self.settings.trust_levels[customer.trust_level]
-        now = self.clock.now()
-        usages = []
-        for direction in ("buy", "sell"):
-            for period in PERIODS:
-                key = period_key(period, now)
-                window = self.find(LimitWindow.create_id(partner, customer_code, direction, key))
-                limit = level.limit(direction, period)
-                used = window.used if window else Decimal(0)
-                usages.append(
-                    LimitUsage(
-                        direction=direction,
-                        period=period,
-                        key=key,
-                        currency=self.settings.base_currency,
-                        limit=limit,
-                        used=used,
-                        remaining=max(limit - used, Decimal(0)),
-                    )
-                )
-        return usages
+        return [self.store.account(customer.partner, code) for code in customer.account_codes]
 
     def _check_trust_level(self, trust_level: str) -> None:
         if trust_level not in self.settings.trust_levels:
@@ -133,10 +110,10 @@ class Customers(LedgerBase):
             if crypto not in self.settings.cryptos:
                 known = ", ".join(sorted(self.settings.cryptos))
                 raise ValidationFailed(f"dcCode {crypto!r} is not supported; supported: {known}")
-            if not self.addresses.is_valid(crypto, address):
+            if not self.context.addresses.is_valid(crypto, address):
                 raise CryptoAddressInvalid(f"{address!r} is not a valid {crypto} address")
             return crypto
-        candidates = self.addresses.cryptos_for(address)
+        candidates = self.context.addresses.cryptos_for(address)
         if not candidates:
             raise CryptoAddressInvalid(
                 f"{address!r} is not a valid address of any supported crypto-currency "

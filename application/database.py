@@ -6,6 +6,11 @@ so a fresh checkout runs without installing a database. `eventsourcing_env` turn
 keys that `eventsourcing.postgres` reads; `ensure_schema` creates the schema they name, since the
 library does not.
 
+Every connection of the event store's and the read models' pools bounds its waits: `lock_timeout` and
+`statement_timeout` are set when it connects (libpq `options`), `API_TIMEOUTS` for the API's pools (a request
+blocked by a lock ends in 503 rather than hanging), the larger `PROJECTION_TIMEOUTS` for projections, their
+rebuilds and audits, whose pages are larger statements (see `pool_settings`, `with_timeouts`).
+
 Connections are budgeted: a process's pools hold at most `BROKER_LEDGER_DB_CONNECTIONS` (default 6) together
 (`api_pools` shares them out), every pool connects only when a connection is used, and every connection says
 whose it is in `pg_stat_activity.application_name` (`broker-ledger <pool>`, see `tagged`).
@@ -38,6 +43,7 @@ GROUP_COMMIT_ENV = "BROKER_LEDGER_GROUP_COMMIT"  # "off": one transaction per sa
 GROUP_COMMIT_RECORDER = "application.group_commit:GroupCommitRecorder"
 FACTORY = "application.database:BudgetedPostgresFactory"
 APPLICATION_NAME_KEY = "POSTGRES_APPLICATION_NAME"  # ours: eventsourcing's factory has no key for it
+OPTIONS_KEY = "POSTGRES_OPTIONS"  # ours: libpq `options` of a pool's connections (its timeouts)
 APP_NAME = "broker-ledger"  # every connection's application_name starts with it
 IDLE_SECONDS = 60.0  # a pooled connection unused this long is closed (psycopg's default: 10 minutes)
 
@@ -51,6 +57,25 @@ _embedded_lock = threading.Lock()
 _SUPPORTED_PARAMS = frozenset(
     {"host", "port", "dbname", "user", "password", "connect_timeout", "application_name"}
 )
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long a connection's statements may wait for a lock, and run, before PostgreSQL cancels them."""
+
+    lock: float  # seconds
+    statement: float  # seconds
+
+    def options(self) -> str:
+        """As libpq `options`, set when the connection opens."""
+        return f"-c lock_timeout={self.lock * 1000:.0f} -c statement_timeout={self.statement * 1000:.0f}"
+
+
+# The API's event-store and read-model pools: a read blocked by a lock (e.g. an ACCESS EXCLUSIVE one) ends in
+# 503 database_unavailable after 5 s; the group committer sets the same for its transactions.
+API_TIMEOUTS = Timeouts(lock=5.0, statement=10.0)
+# A running projection, `projections rebuild` and `audit`: a page of events is one larger statement.
+PROJECTION_TIMEOUTS = Timeouts(lock=60.0, statement=600.0)
 
 
 @dataclass(frozen=True)
@@ -96,22 +121,34 @@ def tagged(url: str, pool: str) -> str:
     return build_url(params)
 
 
-def pool_settings(size: int, name: str, checked: bool = False) -> dict[str, str]:
-    """eventsourcing's keys for a pool of at most `size` connections, opened as used, named `name`; with
-    `checked`, each connection is checked before use (a round trip), so that the first reads after a database
-    restart get a live one rather than an error (the event store's recorders retry by themselves)."""
+def with_timeouts(url: str, timeouts: Timeouts) -> str:
+    """`url` whose connections set `timeouts` (after any `options` the URL has)."""
+    params = conninfo_to_dict(url)
+    params["options"] = " ".join(filter(None, [str(params.get("options") or ""), timeouts.options()]))
+    return build_url(params)
+
+
+def pool_settings(
+    size: int, name: str, checked: bool = False, timeouts: Timeouts | None = None
+) -> dict[str, str]:
+    """eventsourcing's keys for a pool of at most `size` connections, opened as used, named `name`, whose
+    statements have `timeouts` (API_TIMEOUTS unless given); with `checked`, each connection is checked before
+    use (a round trip), so that the first reads after a database restart get a live one rather than an error
+    (the event store's recorders retry by themselves)."""
     return {
         "POSTGRES_POOL_SIZE": "0",
         "POSTGRES_PRE_PING": "y" if checked else "no",
         "POSTGRES_MAX_OVERFLOW": str(size),
         APPLICATION_NAME_KEY: f"{APP_NAME} {name}",
+        OPTIONS_KEY: (timeouts or API_TIMEOUTS).options(),
     }
 
 
 class BudgetedPostgresFactory(PostgresFactory):
-    """eventsourcing's PostgreSQL factory, whose pool names its connections (`POSTGRES_APPLICATION_NAME`)
-    and closes those left unused for IDLE_SECONDS, and whose recorders create their tables under the schema
-    lock (`application.schema_lock`), so workers and replicas may start at once on an empty database."""
+    """eventsourcing's PostgreSQL factory, whose pool names its connections (`POSTGRES_APPLICATION_NAME`),
+    sets their timeouts (`POSTGRES_OPTIONS`) and closes those left unused for IDLE_SECONDS, and whose
+    recorders create their tables under the schema lock (`application.schema_lock`), so workers and replicas
+    may start at once on an empty database."""
 
     aggregate_recorder_class = SerialAggregateRecorder
     application_recorder_class = SerialApplicationRecorder
@@ -120,8 +157,12 @@ class BudgetedPostgresFactory(PostgresFactory):
         super().__init__(env)
         pool = self.datastore.pool
         name = self.env.get(APPLICATION_NAME_KEY)
-        if name and isinstance(pool.kwargs, dict):
-            pool.kwargs["application_name"] = name
+        options = self.env.get(OPTIONS_KEY)
+        if isinstance(pool.kwargs, dict):
+            if name:
+                pool.kwargs["application_name"] = name
+            if options:
+                pool.kwargs["options"] = options
         pool.max_idle = IDLE_SECONDS
 
 

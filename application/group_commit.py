@@ -36,9 +36,10 @@ What a fault does:
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -56,7 +57,6 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.utils import retry
 from psycopg import Connection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow
@@ -102,9 +102,25 @@ LIBRARY_ERRORS: tuple[tuple[type[Exception], type[PersistenceError]], ...] = (
     (psycopg.errors.ProgrammingError, ProgrammingError),
     (psycopg.errors.NotSupportedError, NotSupportedError),
 )
-# The library retries each call 10 times, each waiting up to the pool's timeout for a connection: 50 s
-# before a request learns the database is down. Twice is enough to replace a connection that died.
-fail_fast = retry((InterfaceError, OperationalError), max_attempts=2, wait=0.2)
+
+
+def fail_fast(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A read of the store, tried twice: enough to replace a connection that died (the library tries 10
+    times, each waiting up to the pool's timeout for a connection: 50 s before a request learns the database
+    is down). A read the server cancelled (its connection's lock or statement timeout) is not tried again:
+    the caller learns within one timeout that the store is blocked."""
+
+    @functools.wraps(method)
+    def read(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except (InterfaceError, OperationalError) as error:
+            if getattr(error.__cause__, "sqlstate", None) in REFUSED_BEFORE_COMMIT:
+                raise
+        time.sleep(0.2)
+        return method(*args, **kwargs)
+
+    return read
 
 
 class PendingSave:

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from eventsourcing.domain import DomainEvent
 
-from application.base import LedgerBase
+from application.store.aggregates import LedgerStore
 from domain.errors import TransactionNotFound
 from domain.transaction import Transaction
 
@@ -18,10 +18,13 @@ def happened_at(event: DomainEvent) -> datetime:
     return getattr(event, "at", event.timestamp)
 
 
-class History(LedgerBase):
+class History:
+    def __init__(self, store: LedgerStore) -> None:
+        self.store = store
+
     def history(self, partner: str, code: str, at: datetime | None = None) -> list[DomainEvent]:
         """The events of the partner's transaction `code`, oldest first: all, or those up to `at`."""
-        events = list(self.repository.event_store.get(Transaction.create_id(partner, code)))
+        events = list(self.store.app.repository.event_store.get(Transaction.create_id(partner, code)))
         if not events:
             raise TransactionNotFound(f"no transaction with code {code!r}")
         if at is not None:
@@ -40,4 +43,4 @@ class History(LedgerBase):
         """The transaction after its last event up to `at` (or its last event), and those events."""
         events = self.history(partner, code, at)
         version = events[-1].originator_version
-        return self.repository.get(Transaction.create_id(partner, code), version=version), events
+        return self.store.app.repository.get(Transaction.create_id(partner, code), version=version), events

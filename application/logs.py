@@ -14,8 +14,13 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-# Attributes every LogRecord has; anything else on a record was passed as `extra`.
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# Attributes every LogRecord has; anything else on a record was passed as `extra`. uvicorn's records also
+# carry `color_message` (the message with terminal colour codes), which a JSON line has no use for.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "color_message",
+}
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 

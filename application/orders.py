@@ -1,24 +1,18 @@
-"""The order desk: turns a buy or sell request into a priced `Order`, checking every reference against
-the settings. It reads no aggregate and writes nothing, so simulate and create share it."""
+"""The order desk: turns a buy or sell request into a priced `Order`. It first judges the request's own
+content (`application.request_checks`: every problem at once), reads no aggregate and writes nothing, so
+simulate and create share it."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from application.callbacks.urls import CallbackUrlPolicy
 from application.commands import BuyRequest, SellRequest
-from application.ports import PriceSource
-from application.settings import Direction, PaymentMethod, Settings
-from domain.errors import (
-    AmountChoiceInvalid,
-    CallbackUrlRefused,
-    CryptoUnknown,
-    CurrencyUnknown,
-    IdempotencyKeyReused,
-    PaymentMethodMismatch,
-    PaymentMethodUnknown,
-)
+from application.ports import AddressBook, CallbackUrlCheck, PriceSource
+from application.request_checks import Draft, RequestChecks
+from application.settings import Settings
+from domain.callback_urls import CallbackUrlRules
+from domain.errors import CallbackUrlRefused, CryptoUnknown, IdempotencyKeyReused
 from domain.money import multiply
 from domain.pricing import (
     Terms,
@@ -31,20 +25,35 @@ from domain.transaction import Order, TransactionType
 
 class OrderDesk:
     def __init__(
-        self, settings: Settings, prices: PriceSource, callback_urls: CallbackUrlPolicy | None = None
+        self,
+        settings: Settings,
+        prices: PriceSource,
+        callback_urls: CallbackUrlCheck | None = None,
+        addresses: AddressBook | None = None,
     ) -> None:
         self.settings = settings
         self.prices = prices
-        self.callback_urls = callback_urls or CallbackUrlPolicy(settings.callback_http_hosts)
+        self.callback_urls = callback_urls or CallbackUrlRules(settings.callback_http_hosts)
+        self.checks = RequestChecks(settings, self.callback_urls, addresses)
 
-    def callback_url(self, requested: str | None, method: PaymentMethod) -> str | None:
+    def check_buy(self, request: BuyRequest) -> None:
+        """Refuses a buy for every problem of its own content at once (before any check of what is
+        recorded: the customer, the account, the limits)."""
+        self.checks.refuse(Draft.of_buy(request))
+
+    def check_sell(self, request: SellRequest) -> None:
+        self.checks.refuse(Draft.of_sell(request))
+
+    def callback_url(self, requested: str | None, payment_method: str) -> str | None:
         """Where the transaction's status changes go: its own URL (checked now, DNS included), else the
         payment method's; fixed in the order, so the callbacks outbox needs nothing but the events."""
-        return method.callback_url if requested is None else self.callback_urls.accept(requested).url
+        if requested is None:
+            return self.settings.payment_methods[payment_method].callback_url
+        return self.checks.accept_callback_url(requested).url
 
     def buy_order(self, partner: str, code: str, request: BuyRequest, account_code: str | None) -> Order:
-        method = self.payment_method(request.payment_method, Direction.BUY, request.currency)
-        terms = self.terms(method, request.crypto, request.currency)
+        self.check_buy(request)
+        terms = self.terms(request.payment_method, request.crypto, request.currency)
         market = self.prices.price(request.crypto, request.currency).buy
         quote = quote_buy(terms, market, request.fiat_value, request.requested_price, request.fiat_value_name)
         return Order(
@@ -60,7 +69,7 @@ class OrderDesk:
             quote=quote,
             limit_amount=self.in_base_currency(quote.fiat_value, request.currency),
             bank_account_number=request.bank_account_number,
-            callback_url=self.callback_url(request.callback_url, method),
+            callback_url=self.callback_url(request.callback_url, request.payment_method),
             blockchain_message=request.blockchain_message,
             payment_reference=request.payment_reference,
             data=dict(request.data),
@@ -71,17 +80,13 @@ class OrderDesk:
         self, partner: str, code: str, request: SellRequest, deposit: tuple[str, str] | None
     ) -> Order:
         """`deposit` is the (address, path) the customer pays to; None for a simulation."""
-        method = self.payment_method(request.payment_method, Direction.SELL, request.currency)
-        terms = self.terms(method, request.crypto, request.currency)
-        if (request.fiat_value is None) == (request.crypto_amount is None):
-            raise AmountChoiceInvalid(
-                "give exactly one of fiatValue (the payout wanted) and cryptoAmount (the crypto to "
-                "sell), not both and not neither"
-            )
+        self.check_sell(request)
+        terms = self.terms(request.payment_method, request.crypto, request.currency)
         market = self.prices.price(request.crypto, request.currency).sell
         if request.fiat_value is not None:
             quote = quote_sell_for_payout(terms, market, request.fiat_value, request.requested_price)
         else:
+            assert request.crypto_amount is not None  # the checks refused a sell with neither
             quote = quote_sell_of_crypto(terms, market, request.crypto_amount, request.requested_price)
         address, path = deposit if deposit else ("", None)
         return Order(
@@ -96,7 +101,7 @@ class OrderDesk:
             destination_address=address,
             quote=quote,
             limit_amount=self.in_base_currency(quote.fiat_value, request.currency),
-            callback_url=self.callback_url(request.callback_url, method),
+            callback_url=self.callback_url(request.callback_url, request.payment_method),
             payment_reference=request.payment_reference,
             data=dict(request.data),
             deposit_path=path,
@@ -152,34 +157,14 @@ class OrderDesk:
         except CallbackUrlRefused:
             return False
 
-    def payment_method(self, code: str, direction: Direction, currency: str) -> PaymentMethod:
-        method = self.settings.payment_methods.get(code)
-        if method is None:
-            known = ", ".join(sorted(self.settings.payment_methods))
-            raise PaymentMethodUnknown(f"paymentMethodCode {code!r} is not defined; known: {known}")
-        self.currency(currency)
-        if method.direction != direction:
-            raise PaymentMethodMismatch(
-                f"payment method {code} is for {method.direction}s, not for {direction}s"
-            )
-        if method.currency != currency:
-            raise PaymentMethodMismatch(
-                f"payment method {code} pays in {method.currency}, but currencyCode is {currency}"
-            )
-        return method
-
-    def currency(self, code: str) -> None:
-        if code not in self.settings.currencies:
-            known = ", ".join(sorted(self.settings.currencies))
-            raise CurrencyUnknown(f"currencyCode {code!r} is not supported; supported: {known}")
-
     def crypto(self, code: str) -> None:
         if code not in self.settings.cryptos:
             known = ", ".join(sorted(self.settings.cryptos))
             raise CryptoUnknown(f"cryptoCode {code!r} is not supported; supported: {known}")
 
-    def terms(self, method: PaymentMethod, crypto: str, currency: str) -> Terms:
-        self.crypto(crypto)
+    def terms(self, payment_method: str, crypto: str, currency: str) -> Terms:
+        """The fees and wiggle room of a request whose content passed the checks."""
+        method = self.settings.payment_methods[payment_method]
         return Terms(
             fiat=self.settings.fiat(currency),
             crypto=self.settings.crypto_asset(crypto),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from domain.callback_urls import CallbackUrl
 from domain.pricing import Price
 
 
@@ -37,6 +38,20 @@ class AddressBook(Protocol):
 
     def cryptos_for(self, address: str) -> list[str]:
         """The configured crypto codes for which `address` is valid, sorted."""
+        ...
+
+
+class CallbackUrlCheck(Protocol):
+    """Judges the callback URL a request names. The static rules are `domain.callback_urls`; the service
+    wires `projections.callbacks.urls.CallbackUrlPolicy`, which also resolves a host name and judges its
+    addresses (without one, the ledger applies the static rules only)."""
+
+    def parse(self, url: str) -> CallbackUrl:
+        """The URL's parts if it passes the static rules (no I/O); `CallbackUrlRefused` otherwise."""
+        ...
+
+    def accept(self, url: str) -> CallbackUrl:
+        """The URL's parts if it passes the static rules and its host's addresses now are acceptable."""
         ...
 
 

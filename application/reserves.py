@@ -14,8 +14,8 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from application.base import LedgerBase
 from application.commands import AdjustmentRequest
+from application.context import Context
 from domain.errors import AssetUnknown, ReserveAdjustmentShapeInvalid
 from domain.reserves import (
     BUILT_IN,
@@ -35,7 +35,12 @@ RESERVE_TOPICS = reserve_event_topics()
 PAGE = 500
 
 
-class Reserves(LedgerBase):
+class Reserves:
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.store = context.store
+        self.settings = context.settings
+
     def record_adjustment(self, request: AdjustmentRequest, code: str | None = None) -> ReserveAdjustment:
         """Records an adjustment under `code` (new when not given). The same code with the same request
         returns the adjustment recorded first; with another request it is refused."""
@@ -44,20 +49,20 @@ class Reserves(LedgerBase):
         check_movement(movement)
 
         def record() -> ReserveAdjustment:
-            existing = self.find(ReserveAdjustment.create_id(code))
+            existing = self.store.find(ReserveAdjustment.create_id(code))
             if existing is not None:
                 existing.check_same(movement, request.note)
                 return existing
-            now = self.clock.now()
+            now = self.context.clock.now()
             adjustment = ReserveAdjustment.record(code, movement, request.note, now)
             book = self._drawn_book(movement)
-            self.save(adjustment, *self._new_places(movement, now), *book)
+            self.store.save(adjustment, *self._new_places(movement, now), *book)
             return adjustment
 
-        return self.retrying(record)
+        return self.store.retrying(record)
 
     def adjustment(self, code: str) -> ReserveAdjustment | None:
-        return self.find(ReserveAdjustment.create_id(code))
+        return self.store.find(ReserveAdjustment.create_id(code))
 
     def movement(self, request: AdjustmentRequest) -> Movement:
         """The request as a movement, its codes checked against the settings (its rules when recorded)."""
@@ -86,7 +91,7 @@ class Reserves(LedgerBase):
         for place in movement.reserves:
             if place.name in BUILT_IN:
                 continue
-            known = self.find(ReservePlace.create_id(place.name))
+            known = self.store.find(ReservePlace.create_id(place.name))
             if known is None:
                 new.append(ReservePlace(place.name, place.type.value, at))
             else:
@@ -99,7 +104,7 @@ class Reserves(LedgerBase):
         if movement.source is None:
             return []
         asset = movement.asset.code
-        book = self.get_or_create(ReserveBook.create_id(asset), lambda: ReserveBook(asset))
+        book = self.store.get_or_create(ReserveBook.create_id(asset), lambda: ReserveBook(asset))
         through, changes = self._changes_since(asset, book.through)
         book.draw(movement.source.name, movement.amount, through, changes, movement.asset)
         return [book]
@@ -110,8 +115,10 @@ class Reserves(LedgerBase):
         can appear later below the last id read."""
         changes: dict[str, Decimal] = defaultdict(Decimal)
         while True:
-            page = self.recorder.select_notifications(start=through + 1, limit=PAGE, topics=RESERVE_TOPICS)
-            events = [self.mapper.to_domain_event(notification) for notification in page]
+            page = self.store.app.recorder.select_notifications(
+                start=through + 1, limit=PAGE, topics=RESERVE_TOPICS
+            )
+            events = [self.store.app.mapper.to_domain_event(notification) for notification in page]
             orders = self._orders({e.originator_id for e in events if isinstance(e, Transaction.Event)})
             for notification, domain_event in zip(page, events, strict=True):
                 for change in reserve_changes(domain_event, orders.get(domain_event.originator_id)):
@@ -123,8 +130,8 @@ class Reserves(LedgerBase):
 
     def _orders(self, ids: set[UUID]) -> dict[UUID, Order]:
         """The orders of these transactions, read in one query."""
-        with self.loading(*ids):
-            found: dict[UUID, Any] = {i: self.find(i) for i in ids}
+        with self.store.loading(*ids):
+            found: dict[UUID, Any] = {i: self.store.find(i) for i in ids}
         return {i: transaction.order for i, transaction in found.items() if transaction is not None}
 
     @staticmethod

@@ -1,4 +1,9 @@
-"""Settings: one TOML file, decoded by msgspec into typed structs, checked for consistency.
+"""The ledger's settings: its part of the one TOML settings file, decoded by msgspec into typed structs and
+checked for consistency.
+
+The file also holds the API's sections (`[tokens]`, `[rate_limits]` and each partner's `clients`), which
+`interface/settings.py` declares and checks; the structs here leave them alone, and the service loads the
+file through `interface.settings.load_service_settings`, which also refuses keys that neither part declares.
 
 Money values are written as strings or numbers in TOML and read as `Decimal`. `load_settings` raises
 `SettingsError` with one line per problem, each naming the key, so an operator can fix the file.
@@ -6,16 +11,16 @@ Money values are written as strings or numbers in TOML and read as `Decimal`. `l
 
 from __future__ import annotations
 
-import math
 import os
 from decimal import Decimal
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
-from application.callbacks.urls import CallbackUrlPolicy
+from domain.callback_urls import CallbackUrlRules
 from domain.errors import CallbackUrlRefused
 from domain.money import Asset
 
@@ -49,12 +54,6 @@ class Base(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True
 class Direction(StrEnum):
     BUY = "buy"
     SELL = "sell"
-
-
-class Role(StrEnum):
-    BROKER = "broker"
-    OPERATOR = "operator"
-    AUDITOR = "auditor"
 
 
 class Feature(StrEnum):
@@ -115,14 +114,10 @@ class PaymentMethod(Base, kw_only=True):
         return default if self.wiggle_room_down is None else self.wiggle_room_down
 
 
-class Client(Base, kw_only=True):
-    roles: list[Role]
-    secret_hash: str | None = None  # argon2 hash; demo clients get one generated on first start
+class Partner(Base, kw_only=True, forbid_unknown_fields=False):
+    """A partner's business settings; its API clients (`clients`) are the interface's (ApiPartner)."""
 
-
-class Partner(Base, kw_only=True):
     features: list[Feature] = []
-    clients: dict[str, Client] = {}
     callback_secret: str | None = None  # Standard Webhooks secret; generated when absent
 
     @property
@@ -137,21 +132,9 @@ class PriceSourceSettings(Base, kw_only=True):
     timeout_seconds: float = 5.0
 
 
-class TokenSettings(Base, kw_only=True):
-    issuer: str = "broker-ledger"
-    audience: str = "broker-ledger-api"
-    lifetime_seconds: int = 3600
+class Settings(Base, kw_only=True, forbid_unknown_fields=False):
+    """The ledger's sections of the settings file; the API's (interface/settings.py) are left to it."""
 
-
-class RateLimitSettings(Base, kw_only=True):
-    """Requests per client (per remote address before a token is had), a token bucket in each worker."""
-
-    enabled: bool = True
-    requests_per_second: float = 200.0  # the bucket refills at this rate
-    burst: int = 400  # and holds this many requests: a client may send this many at once
-
-
-class Settings(Base, kw_only=True):
     base_currency: str
     currencies: dict[str, Currency]
     cryptos: dict[str, Crypto]
@@ -159,8 +142,6 @@ class Settings(Base, kw_only=True):
     payment_methods: dict[str, PaymentMethod]
     partners: dict[str, Partner]
     price_source: PriceSourceSettings = PriceSourceSettings()
-    tokens: TokenSettings = TokenSettings()
-    rate_limits: RateLimitSettings = RateLimitSettings()
     callback_http_hosts: list[str] = []  # hosts that may receive callbacks over plain http
 
     def fiat(self, code: str) -> Asset:
@@ -174,26 +155,40 @@ def settings_path() -> Path:
     return Path(os.environ.get(SETTINGS_ENV) or DEFAULT_SETTINGS)
 
 
-def load_settings(path: Path | None = None) -> Settings:
+def read_settings(path: Path | None = None) -> tuple[bytes, str]:
+    """The settings file's bytes and its name for messages: `path`, else $BROKER_LEDGER_SETTINGS, else the
+    demo settings."""
     path = path or settings_path()
     try:
-        raw = path.read_bytes()
+        return path.read_bytes(), str(path)
     except OSError as error:
         raise SettingsError(str(path), [f"cannot read the settings file: {error.strerror}"]) from None
-    return decode_settings(raw, str(path))
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    return decode_settings(*read_settings(path))
 
 
 def decode_settings(raw: bytes | str, source: str = "settings") -> Settings:
-    try:
-        settings = msgspec.toml.decode(raw, type=Settings)
-    except msgspec.ValidationError as error:
-        raise SettingsError(source, [str(error)]) from None
-    except msgspec.DecodeError as error:
-        raise SettingsError(source, [f"not valid TOML: {error}"]) from None
+    settings = decode_document(raw, Settings, source)
     problems = consistency_problems(settings)
     if problems:
         raise SettingsError(source, problems)
     return settings
+
+
+Shape = TypeVar("Shape", bound=msgspec.Struct)
+
+
+def decode_document(raw: bytes | str, shape: type[Shape], source: str) -> Shape:
+    """The settings document decoded as `shape` (the ledger's part or the API's); `SettingsError` for what
+    msgspec refuses: TOML that does not parse, or the first value of a wrong type, named by its key."""
+    try:
+        return msgspec.toml.decode(raw, type=shape)
+    except msgspec.ValidationError as error:
+        raise SettingsError(source, [str(error)]) from None
+    except msgspec.DecodeError as error:
+        raise SettingsError(source, [f"not valid TOML: {error}"]) from None
 
 
 def consistency_problems(settings: Settings) -> list[str]:
@@ -211,12 +206,7 @@ def consistency_problems(settings: Settings) -> list[str]:
                 problems.append(f"trust_levels.{code}.{field} must not be negative")
     for code, method in settings.payment_methods.items():
         problems.extend(_payment_method_problems(settings, code, method))
-    for code, partner in settings.partners.items():
-        for client_id, client in partner.clients.items():
-            if not client.roles:
-                problems.append(f"partners.{code}.clients.{client_id}.roles must not be empty")
-    problems += _price_source_problems(settings.price_source)
-    return problems + _rate_limit_problems(settings.rate_limits)
+    return problems + _price_source_problems(settings.price_source)
 
 
 def _currency_problems(code: str, currency: Currency) -> list[str]:
@@ -234,15 +224,6 @@ def _price_source_problems(source: PriceSourceSettings) -> list[str]:
     if source.kind == "ticker" and not source.url:
         return ["price_source.url is required when price_source.kind is 'ticker'"]
     return []
-
-
-def _rate_limit_problems(limits: RateLimitSettings) -> list[str]:
-    problems = []
-    if not (math.isfinite(limits.requests_per_second) and limits.requests_per_second > 0):
-        problems.append("rate_limits.requests_per_second must be a positive number")
-    if limits.burst < 1:
-        problems.append("rate_limits.burst must be at least 1")
-    return problems
 
 
 def _crypto_problems(settings: Settings, code: str, crypto: Crypto) -> list[str]:
@@ -277,7 +258,7 @@ def _payment_method_problems(settings: Settings, code: str, method: PaymentMetho
             problems.append(f"payment_methods.{code}.{side} must be at least 0 and below 1")
     if method.callback_url is not None:  # the static rules; the host is resolved and checked when sending
         try:
-            CallbackUrlPolicy(settings.callback_http_hosts).parse(method.callback_url)
+            CallbackUrlRules(settings.callback_http_hosts).parse(method.callback_url)
         except CallbackUrlRefused as error:
             problems.append(f"payment_methods.{code}.callback_url: {error.detail}")
     return problems

@@ -20,18 +20,20 @@ What it does, in order (about 20 s; bounded: every request times out after 30 s)
    take the bounded argon2 path.
 3. Takes a demo-broker token the OAuth2 way and measures authenticated `GET /prices/EUR` (one client,
    one request every 10 ms, below the client's rate limit) for --baseline seconds: the quiet latency.
-4. Two floods, each of --requests bad token requests from --threads threads, each on a new connection; two
-   in three name a random client id with a random secret, one in three demo-auditor (a known client) with
-   a wrong secret. The first comes from 127.0.0.1 alone, so the per-address count of failed attempts
-   answers most of it with 429; the second from --addresses loopback addresses (127.0.0.2 and up, a few
-   requests each), so nearly every request reaches the secret check: the cost of the check itself.
-   During each, the same GET runs every 10 ms and the VmRSS of every worker (/proc/<pid>/status) is
-   sampled every 50 ms; the GETs go on for --after seconds after the flood.
-5. Prints per flood the answers by status, the GET latency (p50, p99, max), the workers' CPU seconds, their
-   RSS before, at the peak and after, and whether the targets hold: p99 of the GETs under the flood below
-   250 ms, no worker above 200 MB, no 5xx.
+4. A control flood, then two token floods, each of --requests requests from --threads threads, each on a
+   new connection. The control asks the trivial `GET /health/live` (no token, no database) from 127.0.0.1:
+   what that many connections cost on this machine now, whatever the endpoint. The token floods are bad
+   token requests (two in three a random client id and secret, one in three demo-auditor, a known client,
+   with a wrong secret): the first from 127.0.0.1 alone, so the per-address count of failed attempts
+   answers most of it with 429; the second from --addresses loopback addresses (127.0.0.2 and up), so
+   nearly every request is answered 401 after a full check. During each, the same GET runs every 10 ms
+   and every worker's VmRSS is sampled every 50 ms; the GETs go on for --after seconds after the flood.
+5. Prints per flood the answers by status, the GET latency (p50, p99, max) and, for a token flood, its p99
+   as a multiple of the control's, the workers' CPU seconds, their RSS before, at the peak and after, and
+   whether the targets hold: p99 of the GETs under the flood below 250 ms, no worker above 200 MB, no 5xx.
 
-The load generator shares the machine with the server and PostgreSQL, so the figures are this machine's.
+The load generator shares the machine with the server and PostgreSQL, so the figures are this machine's;
+on a shared, noisy machine the ratio to the control says more than the milliseconds.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from argon2 import PasswordHasher
 
 from application.credentials import CREDENTIALS_FILE, SECRETS_FILE, load_or_create_credentials
 from application.secret_hashes import SecretHasher
-from application.settings import DEFAULT_SETTINGS, load_settings
+from application.settings import DEFAULT_SETTINGS
 from bench.cpu import CpuMeter
 from bench.lag import percentile
 from bench.load_support import (
@@ -70,6 +72,7 @@ from bench.load_support import (
     running,
     server_env,
 )
+from interface.settings import load_service_settings
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BROKER = "demo-broker"  # the client of the authenticated GETs
@@ -80,6 +83,7 @@ RSS_SAMPLE_SECONDS = 0.05
 WORKERS_TIMEOUT_SECONDS = 30
 GET_INTERVAL_SECONDS = 0.01  # 100 GETs/s at most: under the demo settings' 200/s per client
 STARTED = time.monotonic()
+CONTROL = "control (GET /health/live)"
 
 
 def note(message: str) -> None:
@@ -132,7 +136,7 @@ def check_costs() -> dict[str, float]:
 def prepare_legacy_var(var: Path) -> None:
     """Generates the demo credentials into `var`, stores each client's secret as an argon2 hash, and keeps
     only the broker's plaintext in client-secrets.txt."""
-    load_or_create_credentials(load_settings(DEFAULT_SETTINGS), var)
+    load_or_create_credentials(load_service_settings(DEFAULT_SETTINGS), var)
     generated = dict(line.split("=", 1) for line in (var / SECRETS_FILE).read_text().splitlines())
     stored = json.loads((var / CREDENTIALS_FILE).read_text())
     argon2 = PasswordHasher()
@@ -211,10 +215,19 @@ def bad_token_request(base_url: str, index: int, address: str) -> int:
     if index % 3 == 2:
         client_id = KNOWN_CLIENT
     form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret}
+    return on_new_connection(address, lambda client: client.post(f"{base_url}/connect/token", data=form))
+
+
+def control_request(base_url: str, index: int, address: str) -> int:
+    """The control flood's request: the trivial GET /health/live from `address` on a new connection."""
+    return on_new_connection(address, lambda client: client.get(f"{base_url}/health/live"))
+
+
+def on_new_connection(address: str, call: Callable[[httpx.Client], httpx.Response]) -> int:
     transport = httpx.HTTPTransport(local_address=address, verify=False)  # plain HTTP: no CA bundle to load
     try:
         with httpx.Client(transport=transport, timeout=30) as client:
-            return client.post(f"{base_url}/connect/token", data=form).status_code
+            return call(client).status_code
     except httpx.TransportError:
         return 0
 
@@ -249,14 +262,21 @@ def api_headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "api_version": "1.2"}
 
 
-def flood(server: Process, token: str, args: argparse.Namespace, label: str, addresses: list[str]) -> Flood:
-    """`args.requests` bad token requests from `args.threads` threads, the i-th from `addresses[i % n]`,
-    while GETs and the workers' RSS are sampled."""
-    note(f"flood {label}: {args.requests} bad token requests from {args.threads} threads")
+def flood(
+    server: Process,
+    token: str,
+    args: argparse.Namespace,
+    label: str,
+    addresses: list[str],
+    request: Callable[[str, int, str], int] = bad_token_request,
+) -> Flood:
+    """`args.requests` requests (bad token requests unless told) from `args.threads` threads, the i-th from
+    `addresses[i % n]`, while GETs and the workers' RSS are sampled."""
+    note(f"flood {label}: {args.requests} requests from {args.threads} threads")
     workers = server.worker_pids()
 
     def send(index: int) -> int:
-        return bad_token_request(server.base_url, index, addresses[index % len(addresses)])
+        return request(server.base_url, index, addresses[index % len(addresses)])
 
     with httpx.Client(base_url=server.base_url, headers=api_headers(token), timeout=30) as client:
         during, rss = Latencies(client), PeakRss(workers)
@@ -294,6 +314,7 @@ def measure(args: argparse.Namespace, directory: Path, url: str) -> tuple[Latenc
         note(f"quiet GET /prices/EUR for {args.baseline:.0f} s")
         quiet = quiet_latencies(server.base_url, token, args.baseline)
         floods = [
+            flood(server, token, args, CONTROL, ["127.0.0.1"], control_request),
             flood(server, token, args, "from one address", ["127.0.0.1"]),
             flood(server, token, args, f"from {args.addresses} addresses", flood_addresses(args.addresses)),
         ]
@@ -332,18 +353,23 @@ def print_figures(
         records = f"argon2 from before HMAC; {BROKER}'s rewritten as HMAC on start, {KNOWN_CLIENT}'s not"
     print(f"\nServer: {args.workers} workers; the demo clients' records: {records}")
     print(f"Authenticated GET /prices/EUR, quiet: {quiet.summary()}")
+    control = percentile(floods[0].during.ms, 99)
     for result in floods:
-        print_flood(args, result)
+        print_flood(args, result, control)
 
 
-def print_flood(args: argparse.Namespace, result: Flood) -> None:
-    print(f"\nFlood {result.label}: {args.requests} bad token requests, {args.threads} threads")
+def print_flood(args: argparse.Namespace, result: Flood, control_p99: float) -> None:
+    what = "requests" if result.label == CONTROL else "bad token requests"
+    print(f"\nFlood {result.label}: {args.requests} {what}, {args.threads} threads")
     answers = ", ".join(
         f"{status or 'transport error'}: {n}" for status, n in sorted(result.statuses.items())
     )
     print(f"  took {result.seconds:.2f} s; answers {answers}")
     print(f"  CPU of the API workers during the flood: {result.cpu_seconds:.2f} s")
     print(f"  GET /prices/EUR meanwhile: {result.during.summary()}")
+    if result.label != CONTROL:
+        ratio = percentile(result.during.ms, 99) / control_p99 if control_p99 else float("nan")
+        print(f"  its p99 is {ratio:.2f} x the control flood's ({control_p99:.1f} ms)")
     print("  worker RSS (MB), before / peak / after:")
     for pid in result.rss.pids:
         before, peak, after = result.rss.before[pid], result.rss.peak[pid], result.rss_after.get(pid, 0)

@@ -17,11 +17,16 @@ class Refusal(StrEnum):
 
 
 class DomainError(Exception):
-    """A command was refused. `code` is stable; `errors` lists one human-readable line per problem."""
+    """A command was refused. `code` is stable; `errors` lists one human-readable line per problem.
+
+    `judges_request_only` says the refusal judged the request alone (its content against the rules and the
+    settings), not anything recorded nor the market: sent again unchanged it is refused again, so nothing
+    about it needs keeping, and a corrected request may follow as if this one had never been sent."""
 
     code = "domain_error"
     kind = Refusal.INVALID
     title = "The request was refused"
+    judges_request_only = False
 
     def __init__(self, detail: str, errors: list[str] | None = None) -> None:
         super().__init__(detail)
@@ -33,7 +38,16 @@ def _error(name: str, code: str, kind: Refusal, title: str) -> type[DomainError]
     return type(name, (DomainError,), {"code": code, "kind": kind, "title": title})
 
 
-ValidationFailed = _error("ValidationFailed", "validation_failed", Refusal.INVALID, "Invalid request")
+def _request_error(name: str, code: str, title: str) -> type[DomainError]:
+    """An INVALID refusal that judges the request alone (see `DomainError.judges_request_only`)."""
+    attributes = {"code": code, "kind": Refusal.INVALID, "title": title, "judges_request_only": True}
+    return type(name, (DomainError,), attributes)
+
+
+ValidationFailed = _request_error("ValidationFailed", "validation_failed", "Invalid request")
+# The account a buy or sell names (or finds by its address) does not fit the request: the same code as
+# ValidationFailed, but judged against what is recorded.
+AccountDoesNotFit = _error("AccountDoesNotFit", "validation_failed", Refusal.INVALID, "Invalid request")
 IdempotencyKeyReused = _error(
     "IdempotencyKeyReused", "idempotency_key_reused", Refusal.INVALID, "Idempotency-Key reused"
 )
@@ -44,7 +58,7 @@ CustomerAlreadyExists = _error(
 CustomerNotActive = _error(
     "CustomerNotActive", "customer_not_active", Refusal.INVALID, "Customer is not active"
 )
-TrustLevelUnknown = _error("TrustLevelUnknown", "trust_level_unknown", Refusal.INVALID, "Unknown trust level")
+TrustLevelUnknown = _request_error("TrustLevelUnknown", "trust_level_unknown", "Unknown trust level")
 TrustLevelLimitExceeded = _error(
     "TrustLevelLimitExceeded",
     "trust_level_limit_exceeded",
@@ -58,37 +72,29 @@ AccountNotOfCustomer = _error(
     Refusal.INVALID,
     "Account belongs to another customer",
 )
-CryptoAddressInvalid = _error(
-    "CryptoAddressInvalid", "crypto_address_invalid", Refusal.INVALID, "Invalid crypto address"
+CryptoAddressInvalid = _request_error(
+    "CryptoAddressInvalid", "crypto_address_invalid", "Invalid crypto address"
 )
-CryptoCodeRequired = _error(
-    "CryptoCodeRequired", "crypto_code_required", Refusal.INVALID, "Crypto-currency code required"
+CryptoCodeRequired = _request_error(
+    "CryptoCodeRequired", "crypto_code_required", "Crypto-currency code required"
 )
-CryptoUnknown = _error("CryptoUnknown", "crypto_currency_unknown", Refusal.INVALID, "Unknown crypto-currency")
-CurrencyUnknown = _error("CurrencyUnknown", "currency_unknown", Refusal.INVALID, "Unknown currency")
+CryptoUnknown = _request_error("CryptoUnknown", "crypto_currency_unknown", "Unknown crypto-currency")
+CurrencyUnknown = _request_error("CurrencyUnknown", "currency_unknown", "Unknown currency")
 CurrencyNotFound = _error("CurrencyNotFound", "currency_not_found", Refusal.NOT_FOUND, "Unknown currency")
-PaymentMethodUnknown = _error(
-    "PaymentMethodUnknown", "payment_method_unknown", Refusal.INVALID, "Unknown payment method"
+PaymentMethodUnknown = _request_error(
+    "PaymentMethodUnknown", "payment_method_unknown", "Unknown payment method"
 )
-PaymentMethodMismatch = _error(
-    "PaymentMethodMismatch",
-    "payment_method_mismatch",
-    Refusal.INVALID,
-    "Payment method does not fit the transaction",
+PaymentMethodMismatch = _request_error(
+    "PaymentMethodMismatch", "payment_method_mismatch", "Payment method does not fit the transaction"
 )
-AmountNotPositive = _error(
-    "AmountNotPositive", "amount_not_positive", Refusal.INVALID, "Amount must be positive"
-)
-AmountTooPrecise = _error(
-    "AmountTooPrecise", "amount_too_precise", Refusal.INVALID, "Amount has too many decimals"
-)
+AmountNotPositive = _request_error("AmountNotPositive", "amount_not_positive", "Amount must be positive")
+AmountTooPrecise = _request_error("AmountTooPrecise", "amount_too_precise", "Amount has too many decimals")
 AmountTooSmall = _error(
     "AmountTooSmall", "amount_below_fees", Refusal.INVALID, "Amount does not cover the fees"
 )
-AmountChoiceInvalid = _error(
+AmountChoiceInvalid = _request_error(
     "AmountChoiceInvalid",
     "fiat_value_or_crypto_amount_required",
-    Refusal.INVALID,
     "Give exactly one of fiatValue and cryptoAmount",
 )
 RequestedPriceOutsideWiggleRoom = _error(
@@ -131,30 +137,21 @@ ChainReportConflict = _error(
     "Chain report conflicts with an earlier one",
 )
 PriceUnavailable = _error("PriceUnavailable", "price_unavailable", Refusal.UNAVAILABLE, "Price unavailable")
-AssetUnknown = _error("AssetUnknown", "asset_unknown", Refusal.INVALID, "Unknown currency or crypto-currency")
-ReserveTypeUnknown = _error(
-    "ReserveTypeUnknown", "reserve_type_unknown", Refusal.INVALID, "Unknown reserve type"
-)
+AssetUnknown = _request_error("AssetUnknown", "asset_unknown", "Unknown currency or crypto-currency")
+ReserveTypeUnknown = _request_error("ReserveTypeUnknown", "reserve_type_unknown", "Unknown reserve type")
 ReserveTypeMismatch = _error(
     "ReserveTypeMismatch", "reserve_type_mismatch", Refusal.INVALID, "Reserve has another type"
 )
-ReserveCannotHoldAsset = _error(
-    "ReserveCannotHoldAsset",
-    "reserve_cannot_hold_asset",
-    Refusal.INVALID,
-    "Reserve of this type cannot hold this asset",
+ReserveCannotHoldAsset = _request_error(
+    "ReserveCannotHoldAsset", "reserve_cannot_hold_asset", "Reserve of this type cannot hold this asset"
 )
-ReserveAdjustmentShapeInvalid = _error(
+ReserveAdjustmentShapeInvalid = _request_error(
     "ReserveAdjustmentShapeInvalid",
     "reserve_adjustment_shape_invalid",
-    Refusal.INVALID,
     "Reserve adjustment names the wrong reserves for its kind",
 )
-ReserveMoveToSameReserve = _error(
-    "ReserveMoveToSameReserve",
-    "reserve_move_to_same_reserve",
-    Refusal.INVALID,
-    "A move needs two different reserves",
+ReserveMoveToSameReserve = _request_error(
+    "ReserveMoveToSameReserve", "reserve_move_to_same_reserve", "A move needs two different reserves"
 )
 ReserveAdjustmentConflict = _error(
     "ReserveAdjustmentConflict",
@@ -168,6 +165,4 @@ InsufficientReserve = _error(
     Refusal.CONFLICT,
     "Reserve holds less than the move asks",
 )
-CallbackUrlRefused = _error(
-    "CallbackUrlRefused", "callback_url_refused", Refusal.INVALID, "Callback URL refused"
-)
+CallbackUrlRefused = _request_error("CallbackUrlRefused", "callback_url_refused", "Callback URL refused")

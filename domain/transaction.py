@@ -139,6 +139,7 @@ class Transaction(Aggregate):
             self.status = Status.INITIATED
         else:  # a buy created without `stage` is Sending from its first event on: never shown Staged
             self.status = Status.SENDING if commit_at_once else Status.STAGED
+        self.committed_at_creation = commit_at_once  # a buy created without `stage`
         self.created = at
         self.updated = at
         self.valid_until = valid_until

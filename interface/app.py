@@ -29,12 +29,12 @@ from application.database import (
     tagged,
 )
 from application.ledger import Ledger
-from application.ports import SystemClock
-from application.settings import Settings, load_settings
+from application.ports import Clock, SystemClock
+from application.settings import Settings
 from application.sweeper import ExpirySweeper
 from interface.auth import FailedAttempts, TokenService
 from interface.bodies import StrictJsonRequest
-from interface.callbacks import Callbacks
+from interface.callbacks import renderer
 from interface.controllers.alternative import ALTERNATIVE_CONTROLLERS
 from interface.controllers.buys import BrokerBuyController
 from interface.controllers.callbacks import TransactionCallbacksController
@@ -55,7 +55,10 @@ from interface.rate_limits import RateLimitMiddleware
 from interface.read_your_writes import ReadYourWritesMiddleware, WritePositions
 from interface.reading import Reader
 from interface.security import UNAUTHENTICATED_PATHS, BearerAuthentication
+from interface.settings import ApiSettings, load_service_settings
 from interface.text import StorableTextMiddleware
+from projections.callbacks.service import Callbacks
+from projections.callbacks.urls import CallbackUrlPolicy
 from projections.catalog import PROJECTIONS, READ_MODELS
 from projections.runner import ProjectionWorker, open_view
 
@@ -70,6 +73,7 @@ class Runtime:
     """Everything a running service holds: settings, the ledger, secrets and the API's own tables."""
 
     settings: Settings
+    api_settings: ApiSettings
     ledger: Ledger
     credentials: Credentials
     tokens: TokenService
@@ -102,9 +106,11 @@ class Runtime:
         self.close()
 
 
-def build_runtime(database_url: str | None = None) -> Runtime:
-    """Wires the service from the environment: settings file, var directory, database."""
-    settings = load_settings()
+def build_runtime(database_url: str | None = None, ledger_clock: Clock | None = None) -> Runtime:
+    """Wires the service from the environment: settings file, var directory, database. `ledger_clock`
+    (tests) sets the ledger's time only: prices, tokens and the rest keep the system's."""
+    loaded = load_service_settings()
+    settings = loaded.ledger
     var = var_dir()
     url = database_url or resolve_database_url(var)
     url = tagged(url, "api")  # the name of this process's connections outside its pools
@@ -115,10 +121,11 @@ def build_runtime(database_url: str | None = None) -> Runtime:
         settings,
         price_source_from(settings, clock),
         Bip32AddressBook(settings.cryptos),
-        clock,
+        ledger_clock or clock,
         env=eventsourcing_env(url, EVENTS_SCHEMA),
+        callback_urls=CallbackUrlPolicy(settings.callback_http_hosts),  # a requested URL's host resolved
     )
-    credentials = load_or_create_credentials(settings, var)
+    credentials = load_or_create_credentials(loaded, var)
     # idempotency leases, callbacks, health: a request waits at most 3 s for a connection, checked before
     # use (as every pool's are), so a database restart does not fail the next requests on dead connections
     pool = ConnectionPool(
@@ -148,9 +155,10 @@ def build_runtime(database_url: str | None = None) -> Runtime:
     write_positions.create_table()
     return Runtime(
         settings=settings,
+        api_settings=loaded.api,
         ledger=ledger,
         credentials=credentials,
-        tokens=TokenService(settings.tokens, credentials.signing_key, clock),
+        tokens=TokenService(loaded.api.tokens, credentials.signing_key, clock),
         idempotency=idempotency,
         pool=pool,
         database_url=url,
@@ -213,7 +221,11 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
     sweeper = ExpirySweeper(runtime.ledger, float(os.environ.get("BROKER_LEDGER_EXPIRY_SWEEP_SECONDS", "15")))
     workers = projection_workers(runtime)
     callbacks = Callbacks(
-        runtime.settings, runtime.pool, runtime.database_url, runtime.credentials.callback_secret
+        runtime.pool,
+        runtime.database_url,
+        runtime.credentials.callback_secret,
+        renderer(runtime.settings),
+        runtime.settings.callback_http_hosts,
     )
     return ObservedLitestar(
         route_handlers=[
@@ -239,7 +251,7 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
         middleware=[
             StorableTextMiddleware(),  # first: no text the ledger cannot store reaches anything else
             DefineMiddleware(BearerAuthentication, exclude=UNAUTHENTICATED_PATHS),
-            RateLimitMiddleware(runtime.settings.rate_limits),  # after authentication: keyed by client
+            RateLimitMiddleware(runtime.api_settings.rate_limits),  # after authentication: keyed by client
             ReadYourWritesMiddleware(),  # keeps a write's position before its answer (also a stored one)
             IdempotencyMiddleware(),
         ],

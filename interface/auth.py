@@ -21,7 +21,7 @@ import jwt
 
 from application.credentials import ClientRecord
 from application.ports import Clock
-from application.settings import TokenSettings
+from interface.settings import TokenSettings
 
 ALGORITHM = "HS256"
 LEEWAY_SECONDS = 5

@@ -5,6 +5,9 @@ then converts it leniently ("5" passes for an integer, "1.5" for an amount). Her
 exponent are decoded as `Decimal` from their text, types are checked strictly, and an amount given as a
 string is refused, as the API document says.
 
+Every problem of a body is listed, one line per field: unknown, missing and mistyped fields, and for a
+buy or sell, what the fields that could be read say wrong (`interface.body_checks`).
+
 Before the schema, a body must be sent as `application/json` (415 otherwise), name each key of an object
 once (422 `duplicate_key`: which of two values was meant cannot be known) and hold only text the ledger can
 store (422 `text_not_storable`, see `interface.text`).
@@ -17,10 +20,12 @@ import json
 from decimal import Decimal
 from typing import Any
 
+import anyio
 import msgspec
 from litestar import Request
 from litestar.exceptions import ClientException, ValidationException
 
+from interface.body_checks import content_problems
 from interface.problems import RequestRefused
 from interface.text import refuse_unstorable_body
 
@@ -36,7 +41,40 @@ class StrictJsonRequest(Request):
         body = await self.body()
         if body:
             check_media_type(self.headers.get("content-type"))
-        return decode_body(body, field.annotation)
+        try:
+            return decode_body(body, field.annotation)
+        except BodyInvalid as invalid:
+            raise await self._with_content_problems(invalid, field.annotation) from None
+
+    async def _with_content_problems(self, invalid: BodyInvalid, target: Any) -> BodyInvalid:
+        """The schema's problems and those the content checks find in the fields that could be read, in
+        one refusal (the checks may resolve a callback URL's host or read an account: off the event loop)."""
+        runtime = self.app.state.get("runtime")
+        user = self.scope.get("user")
+        if runtime is None or user is None or invalid.readable is None:
+            return invalid
+        found = await anyio.to_thread.run_sync(
+            content_problems, target, runtime.ledger, user.partner, invalid.readable, invalid.unread
+        )
+        return BodyInvalid([*invalid.problems, *found]) if found else invalid
+
+
+class BodyInvalid(ValidationException):
+    """A body that breaks its schema: every problem, one line each; the fields that could be read
+    (`readable`, by the client's names, converted; None when the body is not an object of fields) and the
+    names of those that could not (`unread`: sent in a form the schema refuses, or required and left out)."""
+
+    def __init__(
+        self,
+        problems: list[str],
+        readable: dict[str, Any] | None = None,
+        unread: frozenset[str] = frozenset(),
+    ) -> None:
+        extra = [{"message": problem, "source": "body"} for problem in problems]
+        super().__init__("; ".join(problems), extra=extra)
+        self.problems = problems
+        self.readable = readable
+        self.unread = unread
 
 
 def check_media_type(content_type: str | None) -> None:
@@ -63,39 +101,48 @@ def decode_body(body: bytes, target: Any) -> Any:
     raw = _decode_json(body or b"null")
     _refuse_duplicate_keys(body)
     refuse_unstorable_body(raw)
-    problems: list[str] = []
-    raw = _as_declared(raw, _type_info(target), "$", problems)
-    problems.extend(_field_problems(raw, target))
-    value = None
+    if isinstance(raw, dict) and isinstance(target, type) and issubclass(target, msgspec.Struct):
+        raw, problems, readable, unread = _read_fields(raw, target)
+    else:
+        problems, readable, unread = [], None, frozenset()
+        raw = _as_declared(raw, _type_info(target), "$", problems)
     if not problems:
         try:
-            value = msgspec.convert(raw, target, strict=True)
+            return msgspec.convert(raw, target, strict=True)
         except msgspec.ValidationError as error:
             problems.append(str(error))
-    if problems:
-        raise ValidationException(
-            "; ".join(problems), extra=[{"message": problem, "source": "body"} for problem in problems]
-        )
-    return value
+    raise BodyInvalid(problems, readable, unread)
 
 
-def _field_problems(raw: Any, target: Any) -> list[str]:
-    """Every problem of a body's top-level fields, one line each (msgspec stops at the first): unknown
-    fields, missing required ones, and each field that is not what it must be, named as the client sent it."""
-    if not (isinstance(raw, dict) and isinstance(target, type) and issubclass(target, msgspec.Struct)):
-        return []
+def _read_fields(
+    raw: dict[str, Any], target: type[msgspec.Struct]
+) -> tuple[dict[str, Any], list[str], dict[str, Any], frozenset[str]]:
+    """Every problem of a body's top-level fields, one line per field, named as the client sent it (msgspec
+    stops at the first): unknown fields, missing required ones, and each field that is not what it must
+    be. With the body as declared (see `_as_declared`), the fields that are what they must be (converted)
+    and the names of those that are not."""
+    info = _type_info(target)
+    declared_types = {field.encode_name: field.type for field in info.fields}
     fields = {field.encode_name: field for field in msgspec.structs.fields(target)}
     problems = [f"Object contains unknown field `{name}`" for name in raw if name not in fields]
+    declared, readable, unread = dict(raw), {}, set()
     for name, field in fields.items():
         if name not in raw:
             if field.required:
                 problems.append(f"Object missing required field `{name}`")
+                unread.add(name)
             continue
-        try:
-            msgspec.convert(raw[name], field.type, strict=True)
-        except msgspec.ValidationError as error:
-            problems.append(_at_field(str(error), name))
-    return problems
+        own: list[str] = []
+        declared[name] = _as_declared(raw[name], declared_types[name], f"$.{name}", own)
+        if not own:
+            try:
+                readable[name] = msgspec.convert(declared[name], field.type, strict=True)
+            except msgspec.ValidationError as error:
+                own.append(_at_field(str(error), name))
+        if own:
+            problems.append(own[0])
+            unread.add(name)
+    return declared, problems, readable, frozenset(unread)
 
 
 def _at_field(message: str, name: str) -> str:

@@ -1,10 +1,9 @@
 """The `broker-ledger` console script.
 
 Commands live next to what they drive and are registered here by import path, so that each loads
-only when used:
-    app.command("interface.serve:serve", name="serve")
-app.command("projections.cli:app", name="projections")
-    app.command("projections.cli:app", name="projections")
+only when used (`serve` from `interface.serve`; `projections`, `audit` and `analyst` from `projections`);
+`settings check` and `token` are defined here.
+
 A command returns its exit code: 0 for success, 2 for a problem the user can fix (said on stderr).
 """
 
@@ -23,8 +22,9 @@ from application.adapters.addresses import Bip32AddressBook
 from application.credentials import ClientRecord, CredentialsError, stored_token_key, var_dir
 from application.database import APP_NAME
 from application.ports import SystemClock
-from application.settings import Settings, SettingsError, load_settings, settings_path
+from application.settings import SettingsError, settings_path
 from interface.auth import InvalidScope, TokenService
+from interface.settings import ServiceSettings, load_service_settings
 
 USAGE_ERROR = 2
 DISTRIBUTION = "broker-ledger"
@@ -60,10 +60,10 @@ def fail(message: str) -> int:
     return USAGE_ERROR
 
 
-def settings_or_none(path: Path | None) -> Settings | None:
+def settings_or_none(path: Path | None) -> ServiceSettings | None:
     """The settings at `path` (or the default), or None after printing each problem to stderr."""
     try:
-        return load_settings(path or settings_path())
+        return load_service_settings(path or settings_path())
     except SettingsError as error:
         for problem in error.problems:
             print(f"{error.source}: {problem}", file=sys.stderr)
@@ -80,14 +80,14 @@ def check_settings(*, file: Annotated[Path | None, Parameter(name=["--file", "--
         Settings file to check; default $BROKER_LEDGER_SETTINGS, else settings/demo.toml.
     """
     path = file or settings_path()
-    settings = settings_or_none(path)
-    if settings is None:
+    loaded = settings_or_none(path)
+    if loaded is None:
         return USAGE_ERROR
+    settings = loaded.ledger
     try:
         Bip32AddressBook(settings.cryptos)
     except ValueError as error:
         return fail(f"{path}: {error}")
-    clients = sum(len(partner.clients) for partner in settings.partners.values())
     print(f"{path}: OK")
     print(f"base currency:   {settings.base_currency}")
     print(f"currencies:      {', '.join(sorted(settings.currencies))}")
@@ -95,7 +95,7 @@ def check_settings(*, file: Annotated[Path | None, Parameter(name=["--file", "--
     print(f"trust levels:    {', '.join(sorted(settings.trust_levels))}")
     print(f"payment methods: {', '.join(sorted(settings.payment_methods))}")
     print(f"partners:        {len(settings.partners)} ({', '.join(sorted(settings.partners))})")
-    print(f"clients:         {clients}")
+    print(f"clients:         {len(loaded.clients())}")
     print(f"price source:    {settings.price_source.kind}")
     return 0
 
@@ -118,15 +118,19 @@ def token(*, client: str, scope: str | None = None, settings: SettingsOption = N
     loaded = settings_or_none(settings)
     if loaded is None:
         return USAGE_ERROR
-    record = configured_client(loaded, client)
-    if record is None:
-        known = ", ".join(sorted(c for p in loaded.partners.values() for c in p.clients)) or "none"
+    configured = loaded.clients().get(client)
+    if configured is None:
+        known = ", ".join(sorted(loaded.clients())) or "none"
         return fail(f"unknown client {client!r}; configured clients: {known}")
     try:
         key = stored_token_key(var_dir())
     except CredentialsError as error:
         return fail(str(error))
-    service = TokenService(loaded.tokens, key.key, SystemClock())
+    service = TokenService(loaded.api.tokens, key.key, SystemClock())
+    # minting needs no secret, so the record's hash is left empty
+    record = ClientRecord(
+        client_id=client, partner=configured.partner, roles=configured.roles, secret_hash=""
+    )
     try:
         issued = service.issue(record, scope)
     except InvalidScope as error:
@@ -134,16 +138,6 @@ def token(*, client: str, scope: str | None = None, settings: SettingsOption = N
     print(f"signed with the key in {key.source}", file=sys.stderr)
     print(issued.access_token)
     return 0
-
-
-def configured_client(settings: Settings, client_id: str) -> ClientRecord | None:
-    """The client as the settings configure it; minting needs no secret, so its hash is left empty."""
-    for code, partner in settings.partners.items():
-        client = partner.clients.get(client_id)
-        if client is not None:
-            roles = frozenset(role.value for role in client.roles)
-            return ClientRecord(client_id=client_id, partner=code, roles=roles, secret_hash="")
-    return None
 
 
 app.command("interface.serve:serve", name="serve")

@@ -4,7 +4,8 @@ Each ```bash block of the guide sends one request with curl and is followed by t
 suite checks it gives (tests/e2e/test_api_docs.py). Here each block becomes an example of the operation its
 method and path name: the body it sends (with the guide's shell variables filled in from the answers before
 it, `$RUN` as `1`) and the answer under its status. The first example of each operation and status is kept.
-Without the guide (an installed wheel has no docs/) the document simply has no examples.
+In a checkout the guide is docs/api.md itself; an installed wheel carries it as `interface/api.md`
+(pyproject.toml), read through importlib.resources.
 """
 
 from __future__ import annotations
@@ -13,16 +14,19 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "api.md"
+PACKAGED_GUIDE = "api.md"  # docs/api.md, as the wheel carries it in this package
 BLOCK = re.compile(r"```(bash|json)\n(.*?)```", re.DOTALL)
 ASSIGNED = re.compile(r"^(\w+)=\$\((?:broker|operator) ", re.MULTILINE)
 PICKED = re.compile(r'^(\w+)=\$\(echo "\$(\w+)" \| jq -r \.([\w.]+)\)', re.MULTILINE)
 VARIABLE = re.compile(r"\$\{?(\w+)\}?")
+CALL = re.compile(r"^(\w+=\$\()?(broker|operator|curl) ")
 SOURCE = "docs/api.md"
 
 
@@ -37,9 +41,7 @@ class Example:
 
 def guide_examples(text: str | None = None) -> list[Example]:
     if text is None:
-        if not GUIDE.exists():
-            return []
-        text = GUIDE.read_text()
+        text = guide_text()
     values: dict[str, str] = {"RUN": "1", "BASE": ""}
     answers: dict[str, Any] = {}
     found = []
@@ -64,20 +66,38 @@ def guide_examples(text: str | None = None) -> list[Example]:
     return found
 
 
+def guide_text() -> str:
+    """docs/api.md: the checkout's, else the copy the installed package carries."""
+    if GUIDE.exists():
+        return GUIDE.read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath(PACKAGED_GUIDE).read_text(encoding="utf-8")
+
+
 def _last_request(script: str, values: dict[str, str]) -> tuple[str, str, Any] | None:
-    """The method, path and body of the block's last curl call (`broker ...` or `operator ...`)."""
-    calls = [line for line in script.splitlines() if re.match(r"^(\w+=\$\()?(broker|operator) ", line)]
+    """The method, path and body of the block's last call (`broker ...`, `operator ...` or `curl ...`): a
+    JSON body, or the fields of a form sent as `-d name=value`."""
+    calls = [line for line in script.splitlines() if CALL.match(line)]
     if not calls:
         return None
     words = shlex.split(calls[-1].split("$(", 1)[-1].rstrip(")"))
-    method, url, body = "GET", "", None
+    method, url, body, form = "GET", "", None, {}
+
+    def filled(text: str) -> str:
+        return VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
     for word, following in zip(words, [*words[1:], ""], strict=True):
         if word == "-X":
             method = following
+        elif word == "-d" and following.startswith(("{", "[")):
+            body = json.loads(filled(following))
         elif word == "-d":
-            body = json.loads(VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), following))
+            name, _, value = following.partition("=")
+            form[name] = filled(value)
         elif word.startswith("$BASE"):
-            url = VARIABLE.sub(lambda m: values.get(m.group(1), m.group(0)), word)
+            url = filled(word)
+    body = form or body
+    if body is not None and "-X" not in words:
+        method = "POST"  # what curl does with a body
     return method, url.partition("?")[0], body
 
 
@@ -96,7 +116,7 @@ def add_examples(document: dict[str, Any], examples: list[Example]) -> None:
 
 
 def _add(operation: dict[str, Any], example: Example) -> None:
-    body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+    body = next(iter(operation.get("requestBody", {}).get("content", {}).values()), None)
     if body is not None and example.body is not None and "examples" not in body:
         body["examples"] = {"guide": {"summary": f"from {SOURCE}", "value": example.body}}
     responses = operation.get("responses", {})

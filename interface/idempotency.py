@@ -6,8 +6,10 @@ The rules, as Stripe documents them:
   key while the first request still runs is 409. "The same request" is the same method, path, query string,
   `api_version` and body (`fingerprint`).
 - A response is stored only once a use case ran on a complete, well-formed request: a body cut off by a
-  client that went away, a refusal of the request as sent (400, 413, 415, a body that breaks the schema) and
-  a 5xx store nothing, so the key stays free for the corrected request or the retry.
+  client that went away, a refusal of the request as sent (400, 413, 415, a body that breaks the schema), a
+  refusal of its content alone (a domain error that `judges_request_only`, such as an unknown payment
+  method or an amount too precise) and a 5xx store nothing, so the key stays free for the corrected request
+  or the retry. Refusals judged against what is recorded (limits, states, reserves, not found) are stored.
 - A request that died while running (its lease lapsed) may be taken over by its retry, and only the request
   holding the claim may store the answer: a late first request cannot overwrite its retry's.
 - Creates are safe to rerun because their transaction code derives from partner, route and key

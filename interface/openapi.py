@@ -3,9 +3,13 @@
 Litestar builds the document from the routes; before it is served, this module corrects it in one place:
 - bodies are described by msgspec's own JSON Schema of the Structs that decode and encode them (unknown
   fields refused, every constraint kept), with amounts as JSON numbers, as they are sent and read;
-- every operation lists the problem responses the shared machinery can give (malformed request, token and
-  role, idempotency, body size and validation, rate limit, database unavailable) with the headers they
-  carry;
+- what the settings decide (codes, amounts' scale) and the text rules are said too
+  (`interface.openapi_settings`, `storable`), so a request valid by the document is one the service takes;
+- every operation lists its problem responses with the `code` values each can carry (in the description
+  and as `x-codes`): the shared machinery's it goes through (malformed request, token and role,
+  idempotency, body size and validation, rate limit, database unavailable) and its own rules'
+  (`interface.operation_problems`), with the headers they carry; a response the handler declares keeps its
+  description;
 - each operation's security requirement names the roles that may call it;
 - parameters are never null (a header is absent or a string), and a body that may be null is optional.
 """
@@ -25,13 +29,15 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
-from domain import errors
 from interface import schemas
 from interface.examples import add_examples, guide_examples
-from interface.problems import PROBLEM_JSON, STATUS_OF_KIND, TITLES, problem_response
+from interface.openapi_settings import apply_settings_rules
+from interface.operation_problems import NO_DATABASE, domain_codes
+from interface.problems import PROBLEM_JSON, TITLES, problem_response
 from interface.rate_limits import EXEMPT_PATHS
 
 REF = "#/components/schemas/{name}"
+STORABLE_TEXT = r"^[^\u0000\ud800-\udfff]*$"  # text the ledger can store (interface.text)
 HEADERS_OF_STATUS = {
     401: {"WWW-Authenticate": "the authentication scheme to use"},
     429: {"Retry-After": "seconds to wait before trying again"},
@@ -39,37 +45,30 @@ HEADERS_OF_STATUS = {
 }
 
 
-# The `code` values of the refusals the interface itself gives, by status (the domain's are added by kind).
+# The `code` values of the refusals the shared machinery gives, by status, and what an operation must be
+# for it to give them (`interface.operation_problems` adds each operation's own)
 SHARED_CODES = {
     400: [
-        "malformed_request",
-        "api_version_missing",
-        "api_version_unsupported",
-        "api_version_repeated",
-        "text_not_storable",
-        "idempotency_key_invalid",
+        ("malformed_request", "any"),
+        ("api_version_missing", "versioned"),
+        ("api_version_unsupported", "versioned"),
+        ("api_version_repeated", "versioned"),
+        ("text_not_storable", "any"),
+        ("idempotency_key_invalid", "keyed"),
     ],
-    401: ["unauthorized"],
-    403: ["forbidden"],
-    404: ["not_found"],
-    409: ["idempotency_request_in_progress"],
-    413: ["request_too_large"],
-    415: ["unsupported_media_type"],
-    422: ["validation_failed", "duplicate_key", "text_not_storable", "idempotency_key_reused"],
-    429: ["rate_limited"],
-    503: ["database_unavailable"],
-}
-IDEMPOTENCY_CODES = {"idempotency_key_invalid", "idempotency_request_in_progress", "idempotency_key_reused"}
-CODES_OF_OPERATION = {
-    "issueToken": {
-        400: ["malformed_request", "invalid_request", "unsupported_grant_type", "invalid_scope"],
-        401: ["invalid_client"],
-        413: ["request_too_large"],
-        415: ["unsupported_media_type"],
-        422: ["validation_failed", "duplicate_key", "text_not_storable"],
-        429: ["rate_limited", "too_many_failed_attempts", "secret_checks_busy"],
-        503: ["database_unavailable"],
-    }
+    401: [("unauthorized", "secured")],
+    403: [("forbidden", "secured")],
+    409: [("idempotency_request_in_progress", "keyed")],
+    413: [("request_too_large", "body")],
+    415: [("unsupported_media_type", "body")],
+    422: [
+        ("validation_failed", "body"),
+        ("duplicate_key", "body"),
+        ("text_not_storable", "body"),
+        ("idempotency_key_reused", "keyed"),
+    ],
+    429: [("rate_limited", "limited")],
+    503: [("database_unavailable", "database")],
 }
 
 
@@ -123,11 +122,14 @@ def corrected(document: dict[str, Any], app: Litestar) -> dict[str, Any]:
             name = option.get("$ref", "").rpartition("/")[2]
             if name in ours:
                 schemas[name] = ours[name]
+    apply_settings_rules(schemas, app.state.runtime.settings)
+    for name in _request_components(document):
+        schemas[name] = storable(schemas[name])
     roles = roles_by_operation(app)
     for path, operations in document["paths"].items():
         limited = not path.startswith(EXEMPT_PATHS)
-        for method, operation in operations.items():
-            _correct_operation(method, operation, roles.get(operation.get("operationId")), limited)
+        for operation in operations.values():
+            _correct_operation(operation, roles.get(operation.get("operationId")), limited)
     add_examples(document, guide_examples())
     return document
 
@@ -194,51 +196,51 @@ def roles_by_operation(app: Litestar) -> dict[str, frozenset[str]]:
     }
 
 
-def _correct_operation(
-    method: str, operation: dict[str, Any], roles: frozenset[str] | None, limited: bool
-) -> None:
+def _correct_operation(operation: dict[str, Any], roles: frozenset[str] | None, limited: bool) -> None:
     secured = operation.get("security") != [{}]
     if roles:
         operation["security"] = [{"bearer": [role]} for role in sorted(roles)]
     for parameter in operation.get("parameters", []):
-        parameter["schema"] = _not_null(parameter["schema"])
+        parameter["schema"] = storable(_not_null(parameter["schema"]))
     body = operation.get("requestBody")
     if body is not None and any(_allows_null(media["schema"]) for media in body["content"].values()):
         body["required"] = False
     documented = operation.setdefault("responses", {})
-    for status in _shared_refusals(method, secured, has_body=body is not None, limited=limited):
+    declared = {  # problems the handler documents itself: its description stays
+        status
+        for status, response in documented.items()
+        if PROBLEM_JSON in response.get("content", {}) and status.isdigit()
+    }
+    traits = {
+        "any",
+        *(["secured"] if secured else []),
+        *(["body"] if body is not None else []),
+        *(["limited"] if limited else []),
+        *(["database"] if operation.get("operationId") not in NO_DATABASE else []),
+        *(["keyed"] if _has_parameter(operation, "Idempotency-Key") else []),
+        *(["versioned"] if _has_parameter(operation, "api_version") else []),
+    }
+    codes = operation_codes(operation.get("operationId", ""), traits)
+    for status in codes:
         # litestar documents its own 400 as application/json: every refusal is a problem
         if PROBLEM_JSON not in documented.get(str(status), {}).get("content", {}):
             documented[str(status)] = _problem(status)
-    codes = CODES_OF_OPERATION.get(operation.get("operationId", ""), codes_by_status())
-    keyed = any(parameter["name"] == "Idempotency-Key" for parameter in operation.get("parameters", []))
-    for status, response in documented.items():
+    for status, response in list(documented.items()):
         if PROBLEM_JSON in response.get("content", {}) and status.isdigit():
-            given = [code for code in codes.get(int(status), []) if keyed or code not in IDEMPOTENCY_CODES]
+            given = codes.get(int(status), [])
+            if not given and status not in declared:
+                del documented[status]  # nothing of this operation answers so
+                continue
             listed = ", ".join(f"`{code}`" for code in given)
-            response["description"] = f"{TITLES.get(int(status), 'Error')}; `code` is one of {listed}"
+            title = response["description"] if status in declared else TITLES.get(int(status), "Error")
+            response["description"] = f"{title}; `code` is one of {listed}"
+            response["x-codes"] = given
     for status, headers in HEADERS_OF_STATUS.items():
         if str(status) in documented:
             documented[str(status)]["headers"] = {
                 name: {"description": text, "required": True, "schema": {"type": "string"}}
                 for name, text in headers.items()
             }
-
-
-def _shared_refusals(method: str, secured: bool, *, has_body: bool, limited: bool) -> set[int]:
-    """What any route can answer, whatever it does: malformed request or header (400), database down
-    (503); token (401) and role (403); body too large (413) or invalid (422); Idempotency-Key still running
-    (409) or reused with another request (422); the client's rate limit (429) on every route but health."""
-    statuses = {400, 503}
-    if limited:
-        statuses.add(429)
-    if secured:
-        statuses |= {401, 403}
-    if has_body:
-        statuses |= {413, 422}
-    if secured and method in ("post", "put"):
-        statuses |= {409, 413, 422}
-    return statuses
 
 
 def _problem(status: int) -> dict[str, Any]:
@@ -264,6 +266,44 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return {**options[0], **rest}
 
 
+def _request_components(document: dict[str, Any]) -> set[str]:
+    """The names of the schemas a request body refers to, directly or through another one."""
+    schemas = document["components"]["schemas"]
+    found: set[str] = set()
+    pending = [
+        media["schema"]
+        for operations in document["paths"].values()
+        for operation in operations.values()
+        for media in operation.get("requestBody", {}).get("content", {}).values()
+    ]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            name = item.get("$ref", "").rpartition("/")[2]
+            if name in schemas and name not in found:
+                found.add(name)
+                pending.append(schemas[name])
+            pending.extend(item.values())
+    return found
+
+
+def storable(schema: Any) -> Any:
+    """Free text (a string without enum, pattern or format, and every property name) said to hold no NUL
+    and no lone surrogate, which the service refuses as `text_not_storable`."""
+    if isinstance(schema, list):
+        return [storable(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    schema = {key: storable(value) for key, value in schema.items()}
+    if "propertyNames" in schema and "pattern" not in schema["propertyNames"]:
+        schema["propertyNames"] = {**schema["propertyNames"], "pattern": STORABLE_TEXT}
+    if schema.get("type") == "string" and not {"enum", "pattern", "format", "const"} & set(schema):
+        schema["pattern"] = STORABLE_TEXT
+    return schema
+
+
 def _numbers_for_decimals(schema: Any) -> Any:
     """msgspec documents Decimal as a string; the service reads and writes amounts as JSON numbers."""
     if isinstance(schema, list):
@@ -275,16 +315,16 @@ def _numbers_for_decimals(schema: Any) -> Any:
     return {key: _numbers_for_decimals(value) for key, value in schema.items()}
 
 
-def codes_by_status() -> dict[int, list[str]]:
-    """Every `code` a status can carry: the interface's own and the domain's errors of its kind."""
-    codes = {status: list(shared) for status, shared in SHARED_CODES.items()}
-    for value in vars(errors).values():
-        if (
-            isinstance(value, type)
-            and issubclass(value, errors.DomainError)
-            and value is not errors.DomainError
-        ):
-            listed = codes.setdefault(STATUS_OF_KIND[value.kind], [])
-            if value.code not in listed:
-                listed.append(value.code)
-    return codes
+def operation_codes(operation_id: str, traits: set[str]) -> dict[int, list[str]]:
+    """Every `code` the operation can answer, by status: the shared machinery's it goes through (`traits`)
+    and its own rules'."""
+    codes = {
+        status: [code for code, needs in shared if needs in traits] for status, shared in SHARED_CODES.items()
+    }
+    for status, own in domain_codes(operation_id).items():
+        codes.setdefault(status, []).extend(code for code in own if code not in codes[status])
+    return {status: listed for status, listed in codes.items() if listed}
+
+
+def _has_parameter(operation: dict[str, Any], name: str) -> bool:
+    return any(parameter["name"] == name for parameter in operation.get("parameters", []))

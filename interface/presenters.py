@@ -200,6 +200,7 @@ EVENT_METADATA = frozenset({"originator_id", "originator_version", "timestamp", 
 def history(
     settings: Settings, tx: Transaction, events: list[DomainEvent], as_of: datetime | None
 ) -> r.TransactionHistory:
+    scales = _event_scales(settings, tx.order)
     return r.TransactionHistory(
         transaction_code=tx.code,
         as_of=as_of,
@@ -209,21 +210,55 @@ def history(
                 version=event.originator_version,
                 type=type(event).__name__,
                 timestamp=happened_at(event),  # the time base of created, updated and asOf
-                data={k: _plain(v) for k, v in vars(event).items() if k not in EVENT_METADATA},
+                data={k: _plain(v, scales, k) for k, v in vars(event).items() if k not in EVENT_METADATA},
             )
             for event in events
         ],
     )
 
 
-def _plain(value: Any) -> Any:
-    """An event's field as JSON data: value objects as objects of their fields, amounts stay Decimal."""
+# The amounts of a transaction's events (the fields of its order, quote, fees and chain payments) by the
+# asset they are counted in, so that the history writes them as every response does: at the asset's scale.
+FIAT_FIELDS = frozenset(
+    {
+        "requested_fiat",
+        "requested_price",
+        "price",
+        "fiat_value",
+        "crypto_value",
+        "partner_fiat",
+        "bank_fiat",
+        "network_fiat",
+    }
+)
+CRYPTO_FIELDS = frozenset(
+    {"requested_crypto", "crypto_amount", "partner_crypto", "bank_crypto", "network_crypto", "amount"}
+)
+BASE_CURRENCY_FIELDS = frozenset({"limit_amount"})
+
+
+def _event_scales(settings: Settings, order: Order) -> dict[str, Asset]:
+    fiat = settings.fiat(order.currency)
+    crypto = settings.crypto_asset(order.crypto)
+    base = settings.fiat(settings.base_currency)
+    return {
+        **dict.fromkeys(FIAT_FIELDS, fiat),
+        **dict.fromkeys(CRYPTO_FIELDS, crypto),
+        **dict.fromkeys(BASE_CURRENCY_FIELDS, base),
+    }
+
+
+def _plain(value: Any, scales: dict[str, Asset], name: str | None = None) -> Any:
+    """An event's field as JSON data: value objects as objects of their fields, amounts stay Decimal and are
+    written at their asset's scale (`scales`, by the field's name; the client's own `data` is not scaled)."""
+    if isinstance(value, Decimal) and name in scales:
+        return _scaled(scales[name], value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _plain(getattr(value, f.name), scales, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v, {}) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [_plain(v, scales) for v in value]
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, UUID):

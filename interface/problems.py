@@ -102,10 +102,17 @@ REFUSED_BEFORE_EXECUTION = "refused_before_execution"
 NOT_EXECUTED_STATUSES = frozenset({400, 413, 415})
 
 
-def _mark_refused_before_execution(request: Request, error: HTTPException) -> None:
-    """Tells the Idempotency-Key middleware that no use case ran, so the answer is not stored for the key:
-    the client may correct the request and send it again under the same key."""
-    if isinstance(error, RequestRefused | ValidationException) or error.status_code in NOT_EXECUTED_STATUSES:
+def _mark_refused_before_execution(request: Request, error: HTTPException | DomainError) -> None:
+    """Tells the Idempotency-Key middleware that the request was refused for its own content, before the
+    use case judged it against anything recorded (a domain refusal that `judges_request_only`), or before
+    any use case ran, so the answer is not stored for the key: the client may correct the request and send
+    it again under the same key."""
+    if isinstance(error, DomainError):
+        refused = error.judges_request_only
+    else:
+        refused = isinstance(error, RequestRefused | ValidationException)
+        refused = refused or error.status_code in NOT_EXECUTED_STATUSES
+    if refused:
         request.scope.setdefault("state", {})[REFUSED_BEFORE_EXECUTION] = True
 
 
@@ -132,7 +139,8 @@ def problem_response(
     return Response(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-def domain_error(_: Request, error: DomainError) -> Response[Problem]:
+def domain_error(request: Request, error: DomainError) -> Response[Problem]:
+    _mark_refused_before_execution(request, error)
     status = STATUS_OF_KIND[error.kind]
     headers = {"Retry-After": "5"} if status == 503 else None
     return problem_response(status, error.code, error.detail, error.errors, error.title, headers)

@@ -27,8 +27,8 @@ from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from application.settings import RateLimitSettings
 from interface.problems import ApiProblem
+from interface.settings import RateLimitSettings
 
 EXEMPT_PATHS = ("/health", "/schema", "/metrics")  # prefixes: health checks, the API document, metrics
 ROUNDING = 1e-9  # a token due now but short by float rounding still counts

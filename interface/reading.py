@@ -2,26 +2,34 @@
 
 A read first waits until the read models have processed the partner's last write (its position, kept by
 `interface/read_your_writes.py`), so a client that has just written reads what it wrote, whichever worker
-or replica served the write; it does not wait for other partners' writes. The wait is bounded: when the
-projections lag further (or do not run), the read answers from what is there. A transaction the read
-models do not show (yet) is looked up in the event store before it is called not found: a projection that
-lags or stalled never makes a recorded transaction look absent.
+or replica served the write; it does not wait for other partners' writes. The wait is bounded (2 s), and
+skipped when the read models' projection has a recorded failure (`projections.status`): it will not catch up
+meanwhile. A read model still behind the partner's write is never served as if it were complete: one
+transaction is then read from its aggregate in the event store, and a list is refused with 503
+`read_model_behind` and `Retry-After` (it would miss what the partner wrote). A transaction the read models
+do not show is also looked up in the event store before it is called not found.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from application.ledger import Ledger
 from interface import presenters
+from interface.problems import ApiProblem
 from interface.read_your_writes import WritePositions
 from interface.schemas import responses as r
+from projections import status
+from projections.catalog import READ_MODELS
 from projections.queries import TransactionFilter, find_transaction, transaction_page
 from projections.read_models import ReadModels
 
 log = logging.getLogger("broker_ledger.reading")
 DEFAULT_WAIT_SECONDS = 2.0
+RETRY_BEHIND_SECONDS = 2  # Retry-After of a list refused while the read models catch up
+RETRY_FAILING_SECONDS = 30  # ... while their projection fails (it retries after at most 30 s)
 
 
 class Reader:
@@ -31,40 +39,59 @@ class Reader:
         view: ReadModels,
         positions: WritePositions,
         wait_seconds: float = DEFAULT_WAIT_SECONDS,
+        failing: Callable[[], bool] | None = None,
     ) -> None:
         self.ledger = ledger
         self.view = view
         self.positions = positions
         self.wait_seconds = wait_seconds
+        self.failing = failing or self._read_models_failing
 
     def catch_up(self, partner: str) -> bool:
-        """Waits until the read models hold the partner's last write; False when time ran out."""
+        """Waits until the read models hold the partner's last write; False when time ran out, at once when
+        the read models' projection has a recorded failure."""
         with self.view.datastore.get_connection() as conn:
             written = self.positions.last(conn, partner)
-        caught_up = written == 0 or self.view.caught_up(written, self.wait_seconds)
+        if written == 0:
+            return True
+        wait = 0.0 if self.failing() else self.wait_seconds
+        caught_up = self.view.caught_up(written, wait)
         if not caught_up:
-            log.warning(
-                "read models behind %s's last write (%d); answering from what is there", partner, written
-            )
+            log.warning("read models behind %s's last write (%d) after %.1f s", partner, written, wait)
         return caught_up
 
     def transaction(self, partner: str, code: str) -> r.TransactionEnvelope:
-        """The transaction as the read models show it; if they do not, as its aggregate in the event store
-        is (TransactionNotFound when it has none)."""
-        self.catch_up(partner)
-        row = find_transaction(self.view, partner, code)
+        """The transaction as the read models show it, when they hold the partner's last write; else, or if
+        they do not show it, as its aggregate in the event store is (TransactionNotFound when it has none)."""
+        row = find_transaction(self.view, partner, code) if self.catch_up(partner) else None
         if row is None:
-            log.info(
-                "transaction %s of %s is not in the read models; reading it from the events", code, partner
-            )
+            log.info("transaction %s of %s read from the events, not the read models", code, partner)
             return presenters.transaction(self.ledger.settings, self.ledger.transaction(partner, code))
         return r.TransactionEnvelope(transaction=presenters.transaction_row(self.ledger.settings, row))
 
     def transactions(
         self, partner: str, where: TransactionFilter, page: int, page_size: int
     ) -> tuple[int, list[dict[str, Any]]]:
-        self.catch_up(partner)
+        """A page of the partner's transactions; ReadModelBehind (503) while the read models do not hold the
+        partner's last write."""
+        if not self.catch_up(partner):
+            raise read_model_behind(self.failing())
         return transaction_page(self.view, partner, where, page, page_size)
+
+    def _read_models_failing(self) -> bool:
+        with self.view.datastore.get_connection() as conn:
+            return status.has_failure(conn, READ_MODELS.name)
 
     def close(self) -> None:
         self.view.datastore.close()
+
+
+def read_model_behind(failing: bool) -> ApiProblem:
+    """503 for a list the read models cannot answer completely yet."""
+    why = "fails on an event (see GET /health)" if failing else "is catching up"
+    detail = (
+        f"the read models do not show this client's latest writes yet: their projection {why}; the list "
+        "would miss them. Retry after the time in Retry-After (a transaction by its code is served meanwhile)"
+    )
+    retry = RETRY_FAILING_SECONDS if failing else RETRY_BEHIND_SECONDS
+    return ApiProblem(503, "read_model_behind", detail, headers={"Retry-After": str(retry)})

@@ -20,7 +20,9 @@ from application.logs import configure_logging, log_config
 from application.settings import SETTINGS_ENV
 from interface.app import PROJECTIONS_ENV
 from interface.cli import USAGE_ERROR, SettingsOption, settings_or_none
+from interface.http_limits import PROTOCOL as HEAD_LIMITED_HTTP
 from interface.observability import MULTIPROCESS_ENV
+from interface.worker import SUPERVISOR_ENV
 
 log = logging.getLogger("broker_ledger")
 
@@ -77,9 +79,11 @@ def serve(
         log_config=log_config(log_level),
         access_log=False,  # the app writes its own access log (interface/observability.py)
         timeout_graceful_shutdown=10,
+        http=HEAD_LIMITED_HTTP,  # request line and headers at most 32 KiB (interface/http_limits.py)
     )
     if workers > 1:  # uvicorn's supervisor forwards SIGTERM to the workers and exits 0
-        uvicorn.run("interface.app:create_app", **options)
+        os.environ[SUPERVISOR_ENV] = str(os.getpid())  # and if it dies, they end too (interface/worker.py)
+        uvicorn.run("interface.worker:create_app", **options)
     else:
         QuietServer(uvicorn.Config("interface.app:create_app", **options)).run()
     return 0

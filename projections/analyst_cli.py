@@ -1,9 +1,10 @@
 """`broker-ledger analyst create-role`: the read-only role analysts connect with (see docs/analytics.md).
 
 The role may log in and read every table and view of the schema `read` (also those created later), and
-nothing else: no access to the event store (`ledger`), the API's tables (`api`) or the callback tables of
-`read` (payloads, URLs and receivers' answers are partner data an analyst does not need), and its sessions
-are read-only.
+nothing else: no access to the event store (`ledger`), the API's tables (`api`), the callback tables of
+`read` (payloads, URLs and receivers' answers are partner data an analyst does not need) or
+`read.projection_status` (its `error` is free text that may quote an event's partner data; how far each
+projection has come is in the `*_tracking` tables, which the role reads), and its sessions are read-only.
 """
 
 from __future__ import annotations
@@ -18,17 +19,19 @@ from cyclopts import App, Parameter
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from application.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
 from application.credentials import var_dir
 from application.database import build_url, redact, resolve_database_url
+from projections.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
 from projections.catalog import CALLBACK_OUTBOX, READ_MODELS
 from projections.postgres import READ_SCHEMA
 from projections.runner import open_view
+from projections.status import create_table as create_status_table
 
 app = App(name="analyst", help="The read-only database role for analysts.")
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 PRIVATE_SCHEMAS = ("ledger", "api")
-PRIVATE_TABLES = (STATES, OUTBOX, ATTEMPTS, ENDPOINTS)  # of the schema `read`: the callbacks' partner data
+# of the schema `read`: the callbacks' partner data, and the projections' failures (free-text errors)
+PRIVATE_TABLES = (STATES, OUTBOX, ATTEMPTS, ENDPOINTS, "projection_status")
 USAGE_ERROR = 2
 
 
@@ -47,6 +50,7 @@ def create_role(
     url = resolve_database_url(var_dir())
     for spec in (READ_MODELS, CALLBACK_OUTBOX):  # the read schema and its tables exist before the grants
         open_view(url, spec).datastore.close()
+    create_status_table(url)  # excluded below; created later, the default privileges would let it be read
     with psycopg.connect(url, autocommit=True) as conn:
         if conn.execute("SELECT current_user").fetchone()[0] == name:
             return _fail(f"{name!r} is the service's own role; choose another name")
@@ -61,7 +65,7 @@ def create_role(
     done = "updated" if existed else "created"
     print(
         f"role {name} {done}: SELECT on every table and view of the schema {READ_SCHEMA} but the callback "
-        "tables, nothing else"
+        "tables and projection_status, nothing else"
     )
     if password is not None:
         print(f'connect with: psql "{build_url(params)}"')

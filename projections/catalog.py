@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from projections.audit_chain import AuditChain, AuditChainProjection
-from projections.callbacks import CallbackOutbox, CallbackOutboxProjection
+from projections.callbacks.projection import CallbackOutbox, CallbackOutboxProjection
 from projections.ledger_postings import Postings, PostingsProjection
 from projections.read_models import ReadModels, ReadModelsProjection
 from projections.runner import ProjectionSpec

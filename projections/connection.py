@@ -2,7 +2,9 @@
 and is lent to the datastores of the projection's view and of the event log it reads, in place of their pools.
 
 A projection works in one thread, one step at a time (read a page, write it, wait for NOTIFY), so one
-connection serves all of it; a process running P projections holds P connections while it runs them.
+connection serves all of it; a process running P projections holds P connections while it runs them. Its
+statements have `PROJECTION_TIMEOUTS` (a page is a larger statement than an API read): one blocked longer
+fails the page, which the runner records and retries (`projections.status`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import psycopg
 from eventsourcing.postgres import PostgresDatastore
 from psycopg.rows import DictRow, dict_row
 
-from application.database import tagged
+from application.database import PROJECTION_TIMEOUTS, tagged, with_timeouts
 
 
 class LentConnection:
@@ -41,7 +43,8 @@ class LentConnection:
 def locked(url: str, key: int, name: str) -> Iterator[psycopg.Connection[DictRow] | None]:
     """A connection (autocommit, dict rows, as eventsourcing's; `broker-ledger <name>` in pg_stat_activity)
     holding advisory lock `key` while inside, or None when another session holds the lock."""
-    with psycopg.connect(tagged(url, name), autocommit=True, row_factory=dict_row) as connection:
+    conninfo = with_timeouts(tagged(url, name), PROJECTION_TIMEOUTS)
+    with psycopg.connect(conninfo, autocommit=True, row_factory=dict_row) as connection:
         row = connection.execute("SELECT pg_try_advisory_lock(%s) AS free", (key,)).fetchone()
         if not (row and row["free"]):
             yield None

@@ -22,7 +22,7 @@ from eventsourcing.projection import Projection
 from eventsourcing.utils import Environment, resolve_topic
 from psycopg import sql
 
-from application.database import ensure_schema, eventsourcing_env, pool_settings
+from application.database import PROJECTION_TIMEOUTS, ensure_schema, eventsourcing_env, pool_settings
 from application.log import EVENTS_SCHEMA, LedgerLog
 from projections import status
 from projections.connection import lend, locked
@@ -73,7 +73,7 @@ def projection_env(url: str, spec: ProjectionSpec, schema: str = READ_SCHEMA) ->
     env[f"{spec.name.upper()}_POSTGRES_SCHEMA"] = schema
     # One connection, opened when used: a running projection's own is lent to its datastores instead
     # (`ProjectionWorker`), so this pool serves only rebuilds, audits and reads of the view.
-    env.update(pool_settings(1, f"projection {spec.name}"))
+    env.update(pool_settings(1, f"projection {spec.name}", timeouts=PROJECTION_TIMEOUTS))
     return env
 
 

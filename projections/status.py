@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 
 from projections.postgres import READ_SCHEMA
 
@@ -82,6 +83,12 @@ def _create_table(conn: psycopg.Connection[Any]) -> None:
     )
 
 
+def create_table(url: str) -> None:
+    """Creates the table if it is not there yet (the analyst role's grants must find it to exclude it)."""
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn, conn.transaction():
+        _create_table(conn)
+
+
 def record_failure(url: str, name: str, error: str, notification_id: int | None) -> None:
     """Counts one more failure in a row of projection `name`, with its error and event."""
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn, conn.transaction():
@@ -105,6 +112,16 @@ def clear_failure(url: str, name: str) -> None:
 
 def _exists(conn: psycopg.Connection[Any], table: sql.Identifier) -> bool:
     return conn.execute("SELECT to_regclass(%s)", [table.as_string(conn)]).fetchone()[0] is not None
+
+
+def has_failure(conn: psycopg.Connection[Any], name: str) -> bool:
+    """Whether projection `name` has a recorded failure (on any connection, whatever its row factory)."""
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        found = cursor.execute("SELECT to_regclass(%s)", [TABLE.as_string(conn)]).fetchone()
+        if found is None or found[0] is None:
+            return False
+        select = sql.SQL("SELECT 1 FROM {} WHERE projection = %s").format(TABLE)
+        return cursor.execute(select, (name,)).fetchone() is not None
 
 
 def failures(conn: psycopg.Connection[Any]) -> dict[str, Failure]:

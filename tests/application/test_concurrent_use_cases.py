@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from application.commands import BuyRequest, SellRequest
+from application.sweeper import OverdueTransactions
 from domain.customer import Customer
 from domain.errors import CustomerAlreadyExists
 from domain.transaction import Status, Transaction
@@ -78,7 +79,8 @@ def test_concurrent_sweeps_cancel_each_overdue_transaction_once(make_ledger, poo
     for _ in range(3):
         staged = {writer.create_buy("demo", request, stage=True).code for _ in range(10)}
         clock.advance(minutes=31)
-        sweeper = make_ledger(pooled_env)  # fresh, as a server's would be after a restart
+        # fresh, as a server's would be after a restart
+        sweeper = OverdueTransactions(make_ledger(pooled_env))
 
         outcomes = race(THREADS // 2, lambda i, s=sweeper: s.expire_overdue())
 

@@ -56,6 +56,7 @@ def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypat
         "POSTGRES_APPLICATION_NAME": "broker-ledger events",
         "POSTGRES_CONNECT_TIMEOUT": "3",
         "POSTGRES_PRE_PING": "no",
+        "POSTGRES_OPTIONS": "-c lock_timeout=5000 -c statement_timeout=10000",
         "APPLICATION_RECORDER_TOPIC": "application.group_commit:GroupCommitRecorder",
     }
 

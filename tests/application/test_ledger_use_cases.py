@@ -10,6 +10,7 @@ import pytest
 
 from application.commands import BuyRequest, DepositReport, SellRequest, SendoutReport
 from application.ledger import Ledger
+from application.sweeper import OverdueTransactions
 from domain.errors import (
     CryptoAddressInvalid,
     CustomerAlreadyExists,
@@ -153,7 +154,7 @@ def test_the_crypto_of_an_account_is_detected_from_the_customers_address(ledger,
     assert created
     assert account.crypto == crypto
     assert account.customer_address == customer_address
-    assert ledger.addresses.is_valid(crypto, account.deposit_address)
+    assert ledger.context.addresses.is_valid(crypto, account.deposit_address)
     assert account.deposit_path.startswith(ledger.settings.cryptos[crypto].derivation_path + "/0/")
     assert account.code in ledger.customer("demo", "alice").account_codes
 
@@ -306,11 +307,12 @@ def test_expire_overdue_cancels_overdue_staged_buys_and_unpaid_sells_but_not_com
     deposit(ledger, "demo", paid, confirmations=0)
     assert used(ledger, "demo", "alice", "buy") == Decimal("400")
 
+    overdue = OverdueTransactions(ledger)
     clock.advance(minutes=16)
-    assert ledger.expire_overdue() == [staged_card.code]
+    assert overdue.expire_overdue() == [staged_card.code]
     clock.advance(minutes=15)
-    assert sorted(ledger.expire_overdue()) == sorted([staged.code, unpaid.code])
-    assert ledger.expire_overdue() == []
+    assert sorted(overdue.expire_overdue()) == sorted([staged.code, unpaid.code])
+    assert overdue.expire_overdue() == []
 
     statuses = {code: ledger.transaction("demo", code).status for code in (
         staged.code, staged_card.code, committed.code, sending.code, unpaid.code, paid.code
@@ -334,9 +336,9 @@ def test_a_new_ledger_instance_sweeps_what_another_one_opened(make_ledger, ledge
     staged = buy(ledger, "demo", "alice", address, "100")
     others = [buy(ledger, "demo", "alice", address, "10", stage=i == 1) for i in range(3)]
     clock.advance(minutes=31)
-    swept = make_ledger().expire_overdue(batch=2)  # reads the log two openings at a time
+    swept = OverdueTransactions(make_ledger()).expire_overdue(batch=2)  # reads the log two openings at a time
     assert sorted(swept) == sorted([staged.code, others[1].code])
-    assert ledger.expire_overdue() == []
+    assert OverdueTransactions(ledger).expire_overdue() == []
 
 
 # --- sells -------------------------------------------------------------------------------------------
@@ -423,7 +425,7 @@ def test_each_sell_gets_its_own_deposit_address(ledger, addresses):
     deposit_addresses = {s.order.destination_address for s in sells} | {account.deposit_address}
     paths = {s.order.deposit_path for s in sells} | {account.deposit_path}
     assert len(deposit_addresses) == len(paths) == 5
-    assert all(ledger.addresses.is_valid("BTC", a) for a in deposit_addresses)
+    assert all(ledger.context.addresses.is_valid("BTC", a) for a in deposit_addresses)
 
 
 # --- limits ------------------------------------------------------------------------------------------

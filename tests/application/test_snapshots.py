@@ -18,7 +18,7 @@ def test_the_address_pool_is_snapshotted_every_hundred_versions_and_loads_from_t
         ledger.save(pool)
     snapshots = list(ledger.snapshots.get(pool.id, desc=True))
     assert [s.originator_version for s in snapshots] == [200, 100]
-    loaded = ledger.address_pool("BTC")
+    loaded = ledger.store.address_pool("BTC")
     assert (loaded.version, loaded.next_index) == (251, 250)
 
 
@@ -34,7 +34,7 @@ def test_a_busy_customers_limit_window_loads_from_its_snapshot_and_counts_every_
     assert [s.originator_version for s in snapshots] == [32, 16]
     read = ledger.recorder.select_events_of([window_id], ledger.snapshots.recorder.events_table_name)
     assert [stored.originator_version for stored in read] == [32, *range(33, 42)]
-    window = ledger.find(window_id)
+    window = ledger.store.find(window_id)
     assert (window.version, window.used) == (41, Decimal("400.40"))
     assert sorted(window.reservations) == sorted(codes)
     usage = {(u.direction, u.period): u for u in ledger.limits("demo", "busy")}

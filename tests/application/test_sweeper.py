@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from application.commands import BuyRequest
 from application.ledger import Ledger
-from application.sweeper import ExpirySweeper
+from application.sweeper import ExpirySweeper, OverdueTransactions
 from domain.transaction import Status
 from tests.clock import FakeClock
 
@@ -42,14 +42,14 @@ def test_the_sweeper_cancels_a_staged_buy_once_it_is_overdue(
 def test_a_failing_sweep_does_not_stop_the_sweeper(ledger: Ledger) -> None:
     calls: list[int] = []
 
-    def failing_then_working() -> list[str]:
+    def failing_then_working(batch: int = 500) -> list[str]:
         calls.append(1)
         if len(calls) == 1:
             raise ConnectionError("database down")
         return []
 
-    ledger.expire_overdue = failing_then_working  # type: ignore[method-assign]
     sweeper = ExpirySweeper(ledger, interval_seconds=0.02)
+    sweeper.overdue.expire_overdue = failing_then_working  # type: ignore[method-assign]
     sweeper.start()
     try:
         assert wait_for(lambda: len(calls) >= 3)
@@ -65,7 +65,8 @@ def test_a_sweep_visits_only_the_transactions_still_open_at_their_deadline(
     committed_at_once = ledger.create_buy("demo", buy, stage=False)
     staged_then_committed = ledger.create_buy("demo", buy, stage=True)
     left_staged = ledger.create_buy("demo", buy, stage=True)
-    assert ledger.expire_overdue() == []
+    overdue = OverdueTransactions(ledger)
+    assert overdue.expire_overdue() == []
     ledger.commit("demo", staged_then_committed.code)
     visited: list[str] = []
     expire = ledger.expire
@@ -73,7 +74,7 @@ def test_a_sweep_visits_only_the_transactions_still_open_at_their_deadline(
 
     clock.advance(minutes=31)
 
-    assert ledger.expire_overdue() == [left_staged.code]
+    assert overdue.expire_overdue() == [left_staged.code]
     assert visited == [left_staged.code]
     assert ledger.transaction("demo", committed_at_once.code).status == Status.SENDING
     assert ledger.transaction("demo", staged_then_committed.code).status == Status.SENDING

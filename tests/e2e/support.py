@@ -31,6 +31,7 @@ import pytest
 
 from application.adapters.addresses import Bip32AddressBook
 from application.settings import DEFAULT_SETTINGS, load_settings
+from tests.connection_hints import hint_for
 
 ROOT = Path(__file__).resolve().parents[2]
 API_VERSION = "1.2"
@@ -97,7 +98,7 @@ def running_server(
         )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_healthy(process, base_url, log)
+        _wait_until_healthy(process, base_url, log, database_url)
         yield base_url
     except BaseException:
         _kill(process)
@@ -111,16 +112,22 @@ def running_server(
     assert code == 0, f"the server exited with {code} after SIGTERM\n{log_tail(log)}"
 
 
-def _wait_until_healthy(process: subprocess.Popen[bytes], base_url: str, log: Path) -> None:
+def _wait_until_healthy(
+    process: subprocess.Popen[bytes], base_url: str, log: Path, database_url: str
+) -> None:
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"the server exited with {process.returncode} while starting\n{log_tail(log)}")
+            tail = log_tail(log)
+            hint = hint_for(tail, database_url)  # "too many clients": the suite's budget and who holds them
+            pytest.fail(f"the server exited with {process.returncode} while starting\n{tail}{hint}")
         with contextlib.suppress(httpx.TransportError):
             if httpx.get(f"{base_url}/health", timeout=2).status_code == 200:
                 return
         time.sleep(0.2)
-    pytest.fail(f"GET /health did not answer 200 within {START_TIMEOUT_SECONDS} s\n{log_tail(log)}")
+    tail = log_tail(log)
+    hint = hint_for(tail, database_url)
+    pytest.fail(f"GET /health did not answer 200 within {START_TIMEOUT_SECONDS} s\n{tail}{hint}")
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:

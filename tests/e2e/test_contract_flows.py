@@ -29,6 +29,7 @@ from psycopg import sql
 from application.credentials import VAR_ENV
 from application.database import with_database
 from application.settings import DEFAULT_SETTINGS, SETTINGS_ENV
+from application.sweeper import OverdueTransactions
 from interface.app import build_runtime, create_app
 from tests.clock import FakeClock
 from tests.e2e.support import (
@@ -97,8 +98,9 @@ def clocked(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     with own_database(database_url) as database, pytest.MonkeyPatch.context() as patch:
         patch.setenv(VAR_ENV, str(root / "var"))
         patch.setenv(SETTINGS_ENV, str(settings))
-        runtime = build_runtime(database)
-        runtime.ledger.clock = clock  # the ledger's time only: tokens keep the real one
+        runtime = build_runtime(
+            database, ledger_clock=clock
+        )  # the ledger's time only: tokens keep the real one
         with TestClient(create_app(runtime), raise_server_exceptions=False, timeout=60) as client:
             yield Clocked(client, clock, runtime.ledger, root / "var")
 
@@ -139,7 +141,7 @@ def test_a_payment_first_seen_after_valid_until_is_late_and_never_paid_out(
 
     app.clock.advance(minutes=30, seconds=1)  # one second past validUntil (BANK_EUR_SELL: 30 minutes)
     if swept_first:
-        assert code in app.ledger.expire_overdue()
+        assert code in OverdueTransactions(app.ledger).expire_overdue()
     report = {
         "cryptoCode": "BTC",
         "address": sell["destinationCryptoAddress"],
@@ -149,7 +151,7 @@ def test_a_payment_first_seen_after_valid_until_is_late_and_never_paid_out(
     }
     late = app.call("POST", "/chain/deposits", app.operator, report)["transaction"]
     assert (late["status"], late["blockchainTransactionId"]) == ("CANCELLED", f"late-{code}")
-    assert not swept_first or code not in app.ledger.expire_overdue()
+    assert not swept_first or code not in OverdueTransactions(app.ledger).expire_overdue()
 
     shown = app.call("GET", f"/transactions/custodian/{code}", app.broker)["transaction"]
     assert (shown["status"], shown["blockchainTransactionId"]) == ("CANCELLED", f"late-{code}")

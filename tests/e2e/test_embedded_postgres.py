@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,12 +86,18 @@ def gone_within(pid: int, seconds: float = STOP_SECONDS) -> bool:
 
 
 @pytest.fixture
-def var(tmp_path: Path) -> Iterator[Path]:
-    var = tmp_path / "var"
+def var() -> Iterator[Path]:
+    """A var directory in a folder of its own directly under /tmp, removed after. Run as root, the embedded
+    server runs as an unprivileged user, who must be let through every folder above its data: pgserver opens
+    them up, but any pytest session starting meanwhile makes /tmp/pytest-of-root private again (0700) and
+    removes old numbered folders, and initdb then exits 1."""
+    root = Path(tempfile.mkdtemp(prefix="bl-embedded-pg-", dir="/tmp"))
+    var = root / "var"
     try:
         yield var
     finally:
         stop_server(var / "pgdata")  # whatever a failed test left running
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_embedded_server_stops_when_serve_is_killed_with_sigkill(var: Path, tmp_path: Path) -> None:

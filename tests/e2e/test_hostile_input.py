@@ -261,3 +261,103 @@ def test_a_key_of_a_buy_reused_for_a_sell_makes_a_sell(
     sell = expect(sold, 201)["transaction"]
     assert sell["type"] == "BROKERSELL"
     assert sell["transactionCode"] != bought["transaction"]["transactionCode"]
+
+
+@pytest.mark.parametrize("first_stage", [True, False], ids=["staged then sent", "sent then staged"])
+def test_a_key_reused_after_24_hours_with_the_other_stage_is_422_not_the_old_buy(
+    broker: Api, buyer: Customer, database_url: str, first_stage: bool
+) -> None:
+    key = new_key()
+    first = expect(broker.post_json("/brokerbuy", buy_body(buyer, 100, stage=first_stage), keyed(key)), 201)
+    _age_key(database_url, key)
+    before = bought_today(broker, buyer)
+
+    other = broker.post_json("/brokerbuy", buy_body(buyer, 100, stage=not first_stage), keyed(key))
+
+    problem = expect_problem(other, 422, "idempotency_key_reused")
+    assert first["transaction"]["transactionCode"] in problem["detail"]
+    assert bought_today(broker, buyer) == before
+    status = expect(broker.get(f"/transactions/custodian/{first['transaction']['transactionCode']}"), 200)
+    assert status["transaction"]["status"] == ("Staged" if first_stage else "Sending")
+
+
+# --- refusals of the request's own content are not stored; refusals judged against the ledger are ------
+
+
+@pytest.mark.parametrize(
+    ("mistake", "code"),
+    [
+        ({"paymentMethodCode": "NOPE"}, "payment_method_unknown"),
+        ({"fiatValue": Decimal("100.001")}, "amount_too_precise"),
+        ({"cryptoCode": "DOGE"}, "crypto_currency_unknown"),
+        ({"currencyCode": "XXX"}, "currency_unknown"),
+        ({"paymentMethodCode": "BANK_EUR_SELL"}, "payment_method_mismatch"),
+        ({"destinationAddress": "not-an-address"}, "crypto_address_invalid"),
+        ({"fiatValue": Decimal("1e16")}, "validation_failed"),
+    ],
+)
+def test_a_buy_refused_for_its_own_content_does_not_burn_its_key(
+    broker: Api, buyer: Customer, mistake: dict[str, object], code: str
+) -> None:
+    key = new_key()
+    refused = broker.post_json("/brokerbuy", buy_body(buyer, 100, **mistake), keyed(key))
+    refused_again = broker.post_json("/brokerbuy", buy_body(buyer, 100, **mistake), keyed(key))
+
+    corrected = broker.post_json("/brokerbuy", buy_body(buyer, 100), keyed(key))
+
+    expect_problem(refused, 422, code)
+    expect_problem(refused_again, 422, code)
+    assert "idempotent-replayed" not in refused_again.headers
+    assert expect(corrected, 201)["transaction"]["status"] == "Sending"
+    assert "idempotent-replayed" not in corrected.headers
+
+
+def test_a_customer_or_reserve_adjustment_refused_for_its_own_content_does_not_burn_its_key(
+    broker: Api, operator: Api
+) -> None:
+    key, customer_code = new_key(), f"hostile-{uuid.uuid4().hex[:12]}"
+    customer = {"customerCode": customer_code, "trustLevel": "Gold"}
+    unknown_level = broker.post_json("/customer", customer, keyed(key))
+    created = broker.post_json("/customer", {**customer, "trustLevel": "Basic"}, keyed(key))
+    expect_problem(unknown_level, 422, "trust_level_unknown")
+    assert expect(created, 201)["customerCode"] == customer_code
+
+    key, reserve = new_key(), {"name": f"vault-{uuid.uuid4().hex[:8]}", "type": "ColdStore"}
+    adjustment = {"kind": "OpeningBalance", "code": "EUR", "amount": 10, "toReserve": reserve}
+    cannot_hold = operator.post_json("/reserves/adjustments", adjustment, keyed(key))
+    recorded = operator.post_json("/reserves/adjustments", {**adjustment, "code": "BTC"}, keyed(key))
+    expect_problem(cannot_hold, 422, "reserve_cannot_hold_asset")
+    assert expect(recorded, 201)["code"] == "BTC"
+
+
+@pytest.mark.parametrize("refusal", ["limit", "not found", "not active"])
+def test_a_buy_refused_by_what_the_ledger_holds_is_stored_under_its_key(
+    broker: Api, buyer: Customer, refusal: str
+) -> None:
+    key = new_key()
+    customer_code = {
+        "limit": buyer.code,
+        "not found": f"nobody-{uuid.uuid4().hex[:12]}",
+        "not active": _registered_but_not_active(broker),
+    }[refusal]
+    body = buy_body(buyer, 5000 if refusal == "limit" else 100, customerCode=customer_code)
+    first = broker.post_json("/brokerbuy", body, keyed(key))
+
+    replayed = broker.post_json("/brokerbuy", body, keyed(key))
+    corrected = broker.post_json("/brokerbuy", buy_body(buyer, 100), keyed(key))
+
+    status, code = {
+        "limit": (422, "trust_level_limit_exceeded"),
+        "not found": (404, "customer_not_found"),
+        "not active": (422, "customer_not_active"),
+    }[refusal]
+    expect_problem(first, status, code)
+    assert replayed.content == first.content and replayed.headers["idempotent-replayed"] == "true"
+    expect_problem(corrected, 422, "idempotency_key_reused")
+
+
+def _registered_but_not_active(api: Api) -> str:
+    """The code of a customer registered but not activated (NEW): it cannot buy."""
+    code = f"new-{uuid.uuid4().hex[:12]}"
+    expect(api.post_json("/customer", {"customerCode": code, "trustLevel": "Basic"}), 201)
+    return code

@@ -148,3 +148,31 @@ def test_the_read_model_and_the_aggregate_present_a_transaction_alike(stalled):
     from_row = presenters.transaction_row(reader.ledger.settings, row)
     from_aggregate = presenters.transaction(reader.ledger.settings, reader.ledger.transaction("demo", code))
     assert from_row == from_aggregate.transaction
+
+
+def test_a_list_that_would_miss_the_partners_write_after_the_stall_is_503_read_model_behind_at_once(stalled):
+    assert read_models_stalled(stalled.client).status_code == 503  # the failure is recorded
+    customer = stalled.after["customerCode"]
+    started = time.monotonic()
+    answer = stalled.broker.get(f"/transactions/custodian?customerCode={customer}")
+    elapsed = time.monotonic() - started
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["content-type"].startswith(PROBLEM_JSON)
+    assert answer.json()["code"] == "read_model_behind"
+    assert int(answer.headers["Retry-After"]) >= 1
+    assert elapsed < 1.0, f"waited {elapsed:.1f} s for a projection known to fail"
+
+
+def test_a_transaction_read_while_the_projection_fails_is_answered_without_waiting(stalled):
+    assert read_models_stalled(stalled.client).status_code == 503
+    started = time.monotonic()
+    answer = stalled.broker.get(f"/transactions/custodian/{stalled.before['transactionCode']}")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["transaction"] == stalled.before
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_partner_whose_writes_the_read_models_hold_still_gets_its_list(stalled):
+    answer = stalled.other.get("/transactions/custodian")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["total"] == 0

@@ -102,7 +102,7 @@ def test_a_flood_from_forty_threads_is_refused_with_401_and_429_and_never_a_5xx(
     assert argon2_checks == []
 
 
-def test_a_known_client_with_wrong_secrets_is_locked_out_after_its_limit_without_argon2(
+def test_a_known_client_with_wrong_secrets_is_refused_429_after_its_limit_but_its_secret_still_works(
     client: TestClient, var: Path, argon2_checks: list[str]
 ) -> None:
     secret = client_secrets(var)["demo-auditor"]
@@ -110,13 +110,41 @@ def test_a_known_client_with_wrong_secrets_is_locked_out_after_its_limit_without
         ask_token(client, "demo-auditor", f"{secret}-{n}").status_code for n in range(PER_CLIENT_LIMIT)
     ]
 
-    locked = ask_token(client, "demo-auditor", secret)
+    locked = ask_token(client, "demo-auditor", f"{secret}-again")
+    right = ask_token(client, "demo-auditor", secret)
 
     assert statuses == [401] * PER_CLIENT_LIMIT
     expect_problem(locked, 429, "too_many_failed_attempts")
-    assert (
-        expect(ask_token(client, "demo-broker", client_secrets(var)["demo-broker"]), 200)["scope"] == "broker"
-    )
+    assert expect(right, 200)["scope"] == "auditor"
+    assert argon2_checks == []
+
+
+def test_the_right_secret_gets_its_token_from_an_address_refused_for_a_flood_of_made_up_ids(
+    client: TestClient, var: Path, argon2_checks: list[str]
+) -> None:
+    flood = [ask_token(client, *made_up()).status_code for _ in range(PER_ADDRESS_LIMIT)]
+    assert flood == [401] * PER_ADDRESS_LIMIT
+    expect_problem(ask_token(client, *made_up()), 429, "too_many_failed_attempts")
+
+    right = ask_token(client, "demo-broker", client_secrets(var)["demo-broker"])
+    wrong = ask_token(client, "demo-broker", "not-its-secret")
+
+    assert expect(right, 200)["scope"] == "broker"
+    expect_problem(wrong, 429, "too_many_failed_attempts")  # a success does not clear the address's count
+    assert argon2_checks == []
+
+
+def test_an_argon2_hash_of_before_is_not_checked_while_its_address_is_refused(
+    client: TestClient, var: Path, argon2_checks: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(The client is made to look stored with argon2: its right secret, if checked, would get a token.)"""
+    monkeypatch.setattr(Credentials, "costly_to_check", lambda self, client_id: client_id == "demo-auditor")
+    for _ in range(PER_ADDRESS_LIMIT):
+        ask_token(client, *made_up())
+
+    refused = ask_token(client, "demo-auditor", client_secrets(var)["demo-auditor"])
+
+    expect_problem(refused, 429, "too_many_failed_attempts")
     assert argon2_checks == []
 
 

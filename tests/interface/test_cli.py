@@ -14,9 +14,10 @@ from argon2 import PasswordHasher
 
 from application.credentials import TOKEN_KEY_ENV, VAR_ENV, Credentials, load_or_create_credentials
 from application.ports import SystemClock
-from application.settings import DEFAULT_SETTINGS, SETTINGS_ENV, load_settings
+from application.settings import DEFAULT_SETTINGS, SETTINGS_ENV
 from interface.auth import TokenService
 from interface.cli import main
+from interface.settings import load_service_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +48,7 @@ def environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def server_credentials(environment: Path) -> Credentials:
     """What `serve` keeps in its var directory after its first start: the signing key among them."""
-    return load_or_create_credentials(load_settings(DEFAULT_SETTINGS), environment)
+    return load_or_create_credentials(load_service_settings(DEFAULT_SETTINGS), environment)
 
 
 def run(*argv: str) -> int:
@@ -84,6 +85,24 @@ def test_settings_check_prints_each_problem_on_its_own_line(
     assert captured.out == ""
 
 
+def test_settings_check_reports_the_apis_problems_with_the_ledgers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "broken.toml"
+    broken.write_text(
+        DEFAULT_SETTINGS.read_text()
+        .replace('base_currency = "EUR"', 'base_currency = "CHF"')
+        .replace("[rate_limits]", "[rate_limit]")
+    )
+
+    assert run("settings", "check", "--file", str(broken)) == 2
+
+    assert capsys.readouterr().err.splitlines() == [
+        f"{broken}: Object contains unknown field `rate_limit` - at `$`",
+        f"{broken}: base_currency 'CHF' is not in [currencies]",
+    ]
+
+
 def test_settings_check_reports_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run("settings", "check", "--file", str(tmp_path / "absent.toml")) == 2
 
@@ -110,7 +129,7 @@ def test_token_prints_only_a_token_that_the_server_accepts(
     token = captured.out
     assert token.count("\n") == 1
     assert f"signed with the key in {environment.absolute() / 'credentials.json'}" in captured.err
-    settings = load_settings(DEFAULT_SETTINGS)
+    settings = load_service_settings(DEFAULT_SETTINGS).api
     credentials = server_credentials
     principal = TokenService(settings.tokens, credentials.signing_key, SystemClock()).verify(token.strip())
     assert (principal.client_id, principal.partner, principal.roles) == (
@@ -170,7 +189,7 @@ def test_token_signs_with_the_key_from_the_environment_without_a_var_directory(
 
     captured = capsys.readouterr()
     assert f"signed with the key in {TOKEN_KEY_ENV}" in captured.err
-    settings = load_settings(DEFAULT_SETTINGS)
+    settings = load_service_settings(DEFAULT_SETTINGS).api
     assert TokenService(settings.tokens, key, SystemClock()).verify(captured.out.strip()).client_id == (
         "demo-auditor"
     )

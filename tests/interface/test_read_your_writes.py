@@ -91,7 +91,8 @@ class KeptPositions:
 
 def test_a_read_waits_for_its_partners_last_write_and_not_for_other_partners():
     view = FakeView(position=10)
-    reader = Reader(ledger=None, view=view, positions=KeptPositions(demo=42, other=7))  # type: ignore[arg-type]
+    positions = KeptPositions(demo=42, other=7)
+    reader = Reader(ledger=None, view=view, positions=positions, failing=lambda: False)  # type: ignore[arg-type]
     assert reader.catch_up("demo") is False  # behind demo's write at 42: answered from what is there
     assert reader.catch_up("other") is True
     assert reader.catch_up("newcomer") is True  # has written nothing: waits for nothing

@@ -7,8 +7,9 @@ import pytest
 
 from application.credentials import VAR_ENV
 from interface.cli import main
-from projections.catalog import by_name
+from projections.catalog import PROJECTIONS, by_name
 from projections.runner import open_view, replay
+from projections.status import record_failure
 from tests.projections.conftest import connect_as
 from tests.projections.scenario import READ_MODELS, populate
 
@@ -42,9 +43,16 @@ def test_the_analyst_role_reads_the_read_models_but_not_the_event_store(populate
 
 
 @pytest.mark.parametrize(
-    "table", ["callback_transactions", "callback_outbox", "callback_attempts", "callback_endpoints"]
+    "table",
+    [
+        "callback_transactions",
+        "callback_outbox",
+        "callback_attempts",
+        "callback_endpoints",
+        "projection_status",
+    ],
 )
-def test_the_analyst_role_cannot_read_the_callbacks_partner_data(populated, analyst_name, table):
+def test_the_analyst_role_cannot_read_partner_data_nor_free_text_errors(populated, analyst_name, table):
     assert run("analyst", "create-role", "--name", analyst_name, "--password", "pw-1") == 0
     with (
         connect_as(populated, analyst_name, "pw-1") as conn,
@@ -59,6 +67,25 @@ def test_the_analyst_role_reads_the_audit_tables(populated, analyst_name):
     with connect_as(populated, analyst_name, "pw-1") as conn:
         assert conn.execute("SELECT count(*) FROM read.audit_chain").fetchone()[0] >= 0
         assert conn.execute("SELECT count(*) FROM read.audit_checkpoints").fetchone()[0] >= 0
+
+
+def test_the_analyst_role_cannot_read_a_projection_failure_recorded_after_it(populated, analyst_name):
+    assert run("analyst", "create-role", "--name", analyst_name, "--password", "pw-1") == 0
+    record_failure(populated, "ReadModels", "cannot apply notification 7: customer alice-1 ...", 7)
+    with (
+        connect_as(populated, analyst_name, "pw-1") as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("SELECT error FROM read.projection_status")
+
+
+def test_the_analyst_role_reads_every_projections_position(populated, analyst_name):
+    for spec in PROJECTIONS:
+        open_view(populated, spec).datastore.close()
+    assert run("analyst", "create-role", "--name", analyst_name, "--password", "pw-1") == 0
+    with connect_as(populated, analyst_name, "pw-1") as conn:
+        for spec in PROJECTIONS:
+            conn.execute(f"SELECT notification_id FROM read.{spec.name.lower()}_tracking").fetchall()
 
 
 def test_the_analyst_role_reads_tables_created_after_it(populated, analyst_name):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from application.credentials import VAR_ENV
 from interface.cli import main
 from projections.analyst_cli import PRIVATE_TABLES
-from projections.catalog import by_name
+from projections.catalog import PROJECTIONS, by_name
 from projections.read_tables import TABLES, VIEWS
 from projections.runner import open_view, replay
 from tests.projections.conftest import connect_as
@@ -60,6 +61,48 @@ def test_the_guide_describes_the_audit_tables_and_names_the_callback_tables_the_
         assert f"`read.{table}`" in text, table
 
 
+def open_every_projection(fresh_database: str) -> None:
+    """Every projection's tables (and tracking table) exist, as in a running service."""
+    for spec in PROJECTIONS:
+        open_view(fresh_database, spec).datastore.close()
+
+
+def test_every_table_the_analyst_can_read_is_described_with_every_column(
+    fresh_database, make_view, analyst_name, tmp_path, monkeypatch
+) -> None:
+    make_view()
+    open_every_projection(fresh_database)
+    monkeypatch.setenv("DATABASE_URL", fresh_database)
+    monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["analyst", "create-role", "--name", analyst_name, "--password", "pw"])
+    assert exit_.value.code == 0
+    text = DOC.read_text()
+    with psycopg.connect(fresh_database) as conn:
+        readable = readable_tables(conn, analyst_name)
+        assert {"readmodels_tracking", "callbackoutbox_tracking", "auditchain_tracking"} <= set(readable)
+        assert "projection_status" not in readable
+        for table, columns in readable.items():
+            assert f"`read.{table}`" in text, table
+            missing = [column for column in columns if f"`{column}`" not in text]
+            assert not missing, f"{table}: {missing}"
+
+
+def readable_tables(conn: psycopg.Connection, role: str) -> dict[str, list[str]]:
+    """The tables and views of the schema `read` that `role` may SELECT, with their columns."""
+    rows = conn.execute(
+        "SELECT c.relname, a.attname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
+        "WHERE n.nspname = 'read' AND c.relkind IN ('r', 'v', 'p', 'm') "
+        "AND has_table_privilege(%s, c.oid, 'SELECT') ORDER BY c.relname, a.attnum",
+        (role,),
+    ).fetchall()
+    found: dict[str, list[str]] = {}
+    for table, column in rows:
+        found.setdefault(table, []).append(column)
+    return found
+
+
 def test_every_example_query_runs_as_the_analyst(
     fresh_database, store_ledger, clock, addresses, make_view, analyst_name, tmp_path, monkeypatch
 ) -> None:
@@ -68,6 +111,7 @@ def test_every_example_query_runs_as_the_analyst(
     audit_chain = open_view(fresh_database, by_name("AuditChain"))
     replay(store_ledger, by_name("AuditChain"), audit_chain)
     audit_chain.datastore.close()
+    open_every_projection(fresh_database)
     monkeypatch.setenv("DATABASE_URL", fresh_database)
     monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
     with pytest.raises(SystemExit) as exit_:

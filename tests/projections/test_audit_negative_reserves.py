@@ -33,12 +33,12 @@ def ledger(url: str) -> Iterator[Ledger]:
 
 def written_past_the_rule(ledger: Ledger, request: AdjustmentRequest, code: str) -> None:
     """Records an adjustment without the reserve check (as a ledger before the rule, or a bug, would)."""
-    movement = ledger.movement(request)
+    movement = ledger.reserves.movement(request)
     at = ledger.clock.now()
     places = [
         ReservePlace(place.name, place.type.value, at)
         for place in movement.reserves
-        if place.name not in BUILT_IN and ledger.find(ReservePlace.create_id(place.name)) is None
+        if place.name not in BUILT_IN and ledger.store.find(ReservePlace.create_id(place.name)) is None
     ]
     ledger.save(ReserveAdjustment.record(code, movement, None, at), *places)
 

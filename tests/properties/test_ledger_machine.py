@@ -40,6 +40,7 @@ from application.adapters.prices import FixedPrices
 from application.commands import BuyRequest, DepositReport, SellRequest, SendoutReport
 from application.ledger import Ledger
 from application.settings import load_settings
+from application.sweeper import OverdueTransactions
 from domain.customer import Customer
 from domain.errors import (
     ChainReportConflict,
@@ -133,6 +134,7 @@ class LedgerMachine(RuleBasedStateMachine):
         env = {**BASE_ENV, "POSTGRES_SCHEMA": self.schema, "POSTGRES_PRE_PING": "no"}  # half the trips
         self.clock = FakeClock()
         self.ledger = self.new_ledger(env)
+        self.overdue = OverdueTransactions(self.ledger)
         self.reader = self.new_ledger(env)  # reloads what `ledger` recorded
         self.codes = itertools.count(1)
         self.address_indexes = itertools.count(1000)
@@ -155,7 +157,7 @@ class LedgerMachine(RuleBasedStateMachine):
     # --- helpers -------------------------------------------------------------------------------------
 
     def version(self, aggregate_id: UUID) -> int | None:
-        found = self.reader.find(aggregate_id)
+        found = self.reader.store.find(aggregate_id)
         return None if found is None else found.version
 
     def refused(self, error: type[Exception], action: Callable[[], object], *ids: UUID) -> None:
@@ -489,11 +491,11 @@ class LedgerMachine(RuleBasedStateMachine):
             for code, t in self.model_transactions.items()
             if t.status in (Status.STAGED, Status.INITIATED) and now > t.valid_until
         }
-        assert set(self.ledger.expire_overdue()) == overdue
+        assert set(self.overdue.expire_overdue()) == overdue
         for code in overdue:
             self.model_transactions[code].status = Status.CANCELLED
             self.latest.pop(self.model_transactions[code].id, None)
-        assert self.ledger.expire_overdue() == []
+        assert self.overdue.expire_overdue() == []
 
     # --- invariants ----------------------------------------------------------------------------------
 

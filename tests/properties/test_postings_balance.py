@@ -38,6 +38,7 @@ from application.commands import AdjustmentRequest, BuyRequest, DepositReport, S
 from application.database import eventsourcing_env
 from application.ledger import Ledger
 from application.settings import load_settings
+from application.sweeper import OverdueTransactions
 from domain.errors import DomainError, InsufficientReserve
 from domain.transaction import Status, Transaction, TransactionType
 from projections.ledger_postings import Postings, PostingsProjection
@@ -80,6 +81,7 @@ class PostingsMachine(RuleBasedStateMachine):
             "POSTGRES_POOL_SIZE": "2",
         }
         self.ledger = Ledger(SETTINGS, FixedPrices(SETTINGS, self.clock), ADDRESS_BOOK, self.clock, env=env)
+        self.overdue = OverdueTransactions(self.ledger)
         self.view = open_view(DATABASE["url"], POSTINGS, schema=self.schema)
         self.codes = itertools.count(1)
         self.wallets: dict[str, tuple[str, str]] = {}
@@ -193,7 +195,7 @@ class PostingsMachine(RuleBasedStateMachine):
     @rule(minutes=st.sampled_from([5, 31, 240]))
     def time_passes_and_the_overdue_lapse(self, minutes: int) -> None:
         self.clock.at += timedelta(minutes=minutes)
-        for code in self.ledger.expire_overdue():
+        for code in self.overdue.expire_overdue():
             self.attempt(code, lambda: None)
 
     # --- adjustments ---------------------------------------------------------------------------------

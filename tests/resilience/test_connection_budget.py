@@ -22,6 +22,7 @@ from psycopg import sql
 
 from application.database import APP_NAME, DEFAULT_CONNECTIONS, with_database
 from projections.catalog import PROJECTIONS
+from tests.conftest import SAMPLER, ConnectionSampler
 from tests.e2e.support import (
     AddressSource,
     Api,
@@ -126,3 +127,27 @@ def test_serve_keeps_to_its_connection_budget_idle_and_under_concurrent_buys(
     assert sampler.peak.total() <= PEAK_BUDGET, (
         f"peak: {sampler.peak.total()} connections > {PEAK_BUDGET}: {dict(sampler.peak)}"
     )
+
+
+def next_samples(sampler: ConnectionSampler, count: int = 2) -> int:
+    """The sampler's figure once it has sampled `count` more times."""
+    target = sampler.samples + count
+    deadline = time.monotonic() + 5
+    while sampler.samples < target and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sampler.samples >= target, f"the session's connection sampler stopped: {sampler.error}"
+    return sampler.latest
+
+
+def test_the_sessions_sampler_counts_connections_to_databases_created_during_the_session(
+    own_database: str, pytestconfig: pytest.Config
+) -> None:
+    sampler = pytestconfig.stash[SAMPLER]
+    held = [psycopg.connect(own_database) for _ in range(3)]
+    try:
+        holding = next_samples(sampler)
+    finally:
+        for connection in held:
+            connection.close()
+    assert holding - next_samples(sampler) >= 3
+    assert sampler.peak >= holding

@@ -8,7 +8,7 @@ import time
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from application.callbacks.delivery import DeliveryConfig, backoff, signed_headers
+from projections.callbacks.delivery import DeliveryConfig, backoff, signed_headers
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 CONFIG = DeliveryConfig(retry_base_seconds=5, retry_cap_seconds=3600)

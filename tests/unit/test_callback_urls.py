@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from application.callbacks.urls import CallbackUrlPolicy, embedded_ipv4, is_public
 from application.settings import (
     DEFAULT_SETTINGS,
     PaymentMethod,
@@ -17,7 +16,9 @@ from application.settings import (
     consistency_problems,
     load_settings,
 )
+from domain.callback_urls import embedded_ipv4, is_public
 from domain.errors import CallbackUrlRefused
+from projections.callbacks.urls import CallbackUrlPolicy
 
 PUBLIC_V4 = "93.184.215.14"
 PUBLIC_V6 = "2606:4700:4700::1111"

@@ -29,6 +29,13 @@ def test_every_service_has_a_health_check() -> None:
     assert {name for name, service in services.items() if "healthcheck" in service} == set(services)
 
 
+def test_the_api_containers_check_liveness_as_they_run_no_projections() -> None:
+    api = compose()["services"]["api"]
+    assert "--no-projections" in api["command"]
+    probe = api["healthcheck"]["test"][-1]
+    assert "/health/live'" in probe
+
+
 def test_the_api_waits_for_a_healthy_database() -> None:
     api = compose()["services"]["api"]
     assert api["depends_on"]["postgres"]["condition"] == "service_healthy"

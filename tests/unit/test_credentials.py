@@ -25,7 +25,8 @@ from application.credentials import (
     load_or_create_credentials,
     var_dir,
 )
-from application.settings import DEFAULT_SETTINGS, Client, Partner, Role, Settings, load_settings
+from application.settings import DEFAULT_SETTINGS, Partner
+from interface.settings import ApiPartner, Client, Role, ServiceSettings, load_service_settings
 
 DEMO_CLIENTS = {"demo-broker", "demo-operator", "demo-auditor", "other-broker", "other-operator"}
 
@@ -40,11 +41,11 @@ def no_token_key_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def settings() -> Settings:
-    return load_settings(DEFAULT_SETTINGS)
+def settings() -> ServiceSettings:
+    return load_service_settings(DEFAULT_SETTINGS)
 
 
-def start(settings: Settings, var: Path) -> Credentials:
+def start(settings: ServiceSettings, var: Path) -> Credentials:
     return load_or_create_credentials(settings, var, argon2=fast_hasher())
 
 
@@ -53,15 +54,26 @@ def secrets_in(var: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines)
 
 
-def with_partner(settings: Settings, code: str, partner: Partner) -> Settings:
-    return msgspec.structs.replace(settings, partners={**settings.partners, code: partner})
+def with_partner(
+    settings: ServiceSettings,
+    code: str,
+    clients: dict[str, Client] | None = None,
+    callback_secret: str | None = None,
+) -> ServiceSettings:
+    """`settings` with another partner: callback secret in the ledger's part, clients in the API's."""
+    partner = Partner(callback_secret=callback_secret)
+    api_partner = ApiPartner(clients=clients or {})
+    return ServiceSettings(
+        msgspec.structs.replace(settings.ledger, partners={**settings.ledger.partners, code: partner}),
+        msgspec.structs.replace(settings.api, partners={**settings.api.partners, code: api_partner}),
+    )
 
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_first_start_generates_a_secret_for_each_client(settings: Settings, tmp_path: Path) -> None:
+def test_first_start_generates_a_secret_for_each_client(settings: ServiceSettings, tmp_path: Path) -> None:
     credentials = start(settings, tmp_path)
 
     secrets = secrets_in(tmp_path)
@@ -74,7 +86,7 @@ def test_first_start_generates_a_secret_for_each_client(settings: Settings, tmp_
     assert not any(secret in (tmp_path / CREDENTIALS_FILE).read_text() for secret in secrets.values())
 
 
-def test_generated_files_are_readable_by_their_owner_only(settings: Settings, tmp_path: Path) -> None:
+def test_generated_files_are_readable_by_their_owner_only(settings: ServiceSettings, tmp_path: Path) -> None:
     start(settings, tmp_path / "var")
 
     assert mode(tmp_path / "var" / CREDENTIALS_FILE) == 0o600
@@ -82,7 +94,7 @@ def test_generated_files_are_readable_by_their_owner_only(settings: Settings, tm
     assert mode(tmp_path / "var") == 0o700
 
 
-def test_second_start_reuses_the_stored_credentials(settings: Settings, tmp_path: Path) -> None:
+def test_second_start_reuses_the_stored_credentials(settings: ServiceSettings, tmp_path: Path) -> None:
     first = start(settings, tmp_path)
     secrets_before = (tmp_path / SECRETS_FILE).stat()
     json_before = (tmp_path / CREDENTIALS_FILE).read_text()
@@ -101,10 +113,10 @@ def test_second_start_reuses_the_stored_credentials(settings: Settings, tmp_path
     )
 
 
-def test_a_client_added_later_gets_its_secret_appended(settings: Settings, tmp_path: Path) -> None:
+def test_a_client_added_later_gets_its_secret_appended(settings: ServiceSettings, tmp_path: Path) -> None:
     first = start(settings, tmp_path)
     old_lines = (tmp_path / SECRETS_FILE).read_text()
-    later = with_partner(settings, "late", Partner(clients={"late-broker": Client(roles=[Role.BROKER])}))
+    later = with_partner(settings, "late", {"late-broker": Client(roles=[Role.BROKER])})
 
     second = start(later, tmp_path)
 
@@ -116,7 +128,7 @@ def test_a_client_added_later_gets_its_secret_appended(settings: Settings, tmp_p
     assert second.callback_secret("late").startswith("whsec_")
 
 
-def test_verify_secret_accepts_the_right_secret_only(settings: Settings, tmp_path: Path) -> None:
+def test_verify_secret_accepts_the_right_secret_only(settings: ServiceSettings, tmp_path: Path) -> None:
     credentials = start(settings, tmp_path)
     secret = secrets_in(tmp_path)["demo-operator"]
 
@@ -135,13 +147,13 @@ def test_verify_secret_accepts_the_right_secret_only(settings: Settings, tmp_pat
 
 
 def test_a_configured_secret_hash_is_used_and_nothing_generated_for_it(
-    settings: Settings, tmp_path: Path
+    settings: ServiceSettings, tmp_path: Path
 ) -> None:
     configured = fast_hasher().hash("configured-secret")
     custom = with_partner(
         settings,
         "own",
-        Partner(clients={"own-client": Client(roles=[Role.AUDITOR], secret_hash=configured)}),
+        {"own-client": Client(roles=[Role.AUDITOR], secret_hash=configured)},
     )
 
     credentials = start(custom, tmp_path)
@@ -151,7 +163,7 @@ def test_a_configured_secret_hash_is_used_and_nothing_generated_for_it(
     assert credentials.verify_secret("own-client", "configured-secret") is not None
 
 
-def test_signing_key_is_generated_once_as_32_random_bytes(settings: Settings, tmp_path: Path) -> None:
+def test_signing_key_is_generated_once_as_32_random_bytes(settings: ServiceSettings, tmp_path: Path) -> None:
     credentials = start(settings, tmp_path)
 
     stored = json.loads((tmp_path / CREDENTIALS_FILE).read_text())
@@ -161,7 +173,7 @@ def test_signing_key_is_generated_once_as_32_random_bytes(settings: Settings, tm
 
 
 def test_signing_key_from_the_environment_wins_and_is_not_stored(
-    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    settings: ServiceSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = bytes(range(40))
     monkeypatch.setenv(TOKEN_KEY_ENV, base64.urlsafe_b64encode(key).decode().rstrip("="))
@@ -174,7 +186,7 @@ def test_signing_key_from_the_environment_wins_and_is_not_stored(
 
 @pytest.mark.parametrize("value", ["not base64!", base64.b64encode(b"short").decode()])
 def test_an_unusable_signing_key_in_the_environment_is_refused(
-    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+    settings: ServiceSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     monkeypatch.setenv(TOKEN_KEY_ENV, value)
 
@@ -182,8 +194,8 @@ def test_an_unusable_signing_key_in_the_environment_is_refused(
         start(settings, tmp_path)
 
 
-def test_each_partner_gets_a_standard_webhooks_secret(settings: Settings, tmp_path: Path) -> None:
-    configured = with_partner(settings, "own", Partner(callback_secret="whsec_configured"))
+def test_each_partner_gets_a_standard_webhooks_secret(settings: ServiceSettings, tmp_path: Path) -> None:
+    configured = with_partner(settings, "own", callback_secret="whsec_configured")
 
     credentials = start(configured, tmp_path)
 
@@ -196,14 +208,7 @@ def test_each_partner_gets_a_standard_webhooks_secret(settings: Settings, tmp_pa
     assert "own" not in json.loads((tmp_path / CREDENTIALS_FILE).read_text())["callback_secrets"]
 
 
-def test_a_client_id_used_by_two_partners_is_refused(settings: Settings, tmp_path: Path) -> None:
-    clash = with_partner(settings, "clash", Partner(clients={"demo-broker": Client(roles=[Role.BROKER])}))
-
-    with pytest.raises(CredentialsError, match="demo-broker"):
-        start(clash, tmp_path)
-
-
-def test_a_credentials_file_of_another_format_is_refused(settings: Settings, tmp_path: Path) -> None:
+def test_a_credentials_file_of_another_format_is_refused(settings: ServiceSettings, tmp_path: Path) -> None:
     (tmp_path / CREDENTIALS_FILE).write_text('{"version": 99}')
 
     with pytest.raises(CredentialsError, match="version"):
@@ -220,7 +225,9 @@ def test_var_dir_defaults_to_var_and_follows_the_environment(
 
 
 def _start_in_child(var: str) -> tuple[bytes, dict[str, str], str]:
-    credentials = load_or_create_credentials(load_settings(DEFAULT_SETTINGS), Path(var), argon2=fast_hasher())
+    credentials = load_or_create_credentials(
+        load_service_settings(DEFAULT_SETTINGS), Path(var), argon2=fast_hasher()
+    )
     hashes = {client_id: credentials.client(client_id).secret_hash for client_id in DEMO_CLIENTS}
     return credentials.signing_key, hashes, credentials.callback_secret("demo")
 
@@ -269,7 +276,7 @@ def stored_hash(var: Path, client_id: str) -> str:
 
 
 def test_generated_secrets_are_checked_without_argon2(
-    settings: Settings, tmp_path: Path, no_argon2: list[str]
+    settings: ServiceSettings, tmp_path: Path, no_argon2: list[str]
 ) -> None:
     credentials = start(settings, tmp_path)
     secret = secrets_in(tmp_path)["demo-broker"]
@@ -282,7 +289,7 @@ def test_generated_secrets_are_checked_without_argon2(
 
 
 def test_the_hmac_key_is_generated_once_as_32_random_bytes_apart_from_the_signing_key(
-    settings: Settings, tmp_path: Path
+    settings: ServiceSettings, tmp_path: Path
 ) -> None:
     start(settings, tmp_path)
     stored = json.loads((tmp_path / CREDENTIALS_FILE).read_text())
@@ -294,7 +301,7 @@ def test_the_hmac_key_is_generated_once_as_32_random_bytes_apart_from_the_signin
 
 
 def test_a_stored_argon2_hash_whose_secret_is_in_the_secrets_file_is_rewritten_as_hmac_on_start(
-    settings: Settings, tmp_path: Path
+    settings: ServiceSettings, tmp_path: Path
 ) -> None:
     start(settings, tmp_path)
     secret = secrets_in(tmp_path)["demo-auditor"]
@@ -309,7 +316,7 @@ def test_a_stored_argon2_hash_whose_secret_is_in_the_secrets_file_is_rewritten_a
 
 
 def test_a_stored_argon2_hash_the_secrets_file_does_not_match_is_left_as_it_is_on_start(
-    settings: Settings, tmp_path: Path
+    settings: ServiceSettings, tmp_path: Path
 ) -> None:
     start(settings, tmp_path)
     legacy = store_argon2_hash(tmp_path, "demo-auditor", "a-secret-the-file-does-not-hold")
@@ -321,7 +328,7 @@ def test_a_stored_argon2_hash_the_secrets_file_does_not_match_is_left_as_it_is_o
 
 
 def test_a_stored_argon2_hash_without_its_plaintext_logs_in_and_is_rewritten_as_hmac_then(
-    settings: Settings, tmp_path: Path
+    settings: ServiceSettings, tmp_path: Path
 ) -> None:
     start(settings, tmp_path)
     secret = secrets_in(tmp_path)["demo-auditor"]
@@ -339,7 +346,7 @@ def test_a_stored_argon2_hash_without_its_plaintext_logs_in_and_is_rewritten_as_
 
 
 def test_a_migrated_client_is_checked_without_argon2_afterwards(
-    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    settings: ServiceSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     start(settings, tmp_path)
     secret = secrets_in(tmp_path)["demo-auditor"]
@@ -355,7 +362,25 @@ def test_a_migrated_client_is_checked_without_argon2_afterwards(
     assert checked == []
 
 
-def test_a_wrong_secret_leaves_a_stored_argon2_hash_as_it_is(settings: Settings, tmp_path: Path) -> None:
+def test_only_a_client_stored_with_argon2_is_costly_to_check(
+    settings: ServiceSettings, tmp_path: Path
+) -> None:
+    start(settings, tmp_path)
+    secret = secrets_in(tmp_path)["demo-auditor"]
+    store_argon2_hash(tmp_path, "demo-auditor", secret)
+    forget_plaintext(tmp_path)
+    credentials = start(settings, tmp_path)
+
+    assert credentials.costly_to_check("demo-auditor")
+    assert not credentials.costly_to_check("demo-broker")
+    assert not credentials.costly_to_check("ghost")
+    assert credentials.verify_secret("demo-auditor", secret) is not None
+    assert not credentials.costly_to_check("demo-auditor")  # rewritten as HMAC by its login
+
+
+def test_a_wrong_secret_leaves_a_stored_argon2_hash_as_it_is(
+    settings: ServiceSettings, tmp_path: Path
+) -> None:
     start(settings, tmp_path)
     legacy = store_argon2_hash(tmp_path, "demo-auditor", secrets_in(tmp_path)["demo-auditor"])
     forget_plaintext(tmp_path)
@@ -367,7 +392,7 @@ def test_a_wrong_secret_leaves_a_stored_argon2_hash_as_it_is(settings: Settings,
 
 
 def test_a_credentials_file_of_before_hmac_gets_its_key_and_its_records_rewritten_on_start(
-    settings: Settings, tmp_path: Path
+    settings: ServiceSettings, tmp_path: Path
 ) -> None:
     start(settings, tmp_path)
     secret = secrets_in(tmp_path)["demo-broker"]
@@ -384,12 +409,12 @@ def test_a_credentials_file_of_before_hmac_gets_its_key_and_its_records_rewritte
     assert credentials.verify_secret("demo-broker", secret) is not None
 
 
-def test_a_configured_argon2_hash_is_not_rewritten(settings: Settings, tmp_path: Path) -> None:
+def test_a_configured_argon2_hash_is_not_rewritten(settings: ServiceSettings, tmp_path: Path) -> None:
     configured = fast_hasher().hash("configured-secret")
     custom = with_partner(
         settings,
         "own",
-        Partner(clients={"own-client": Client(roles=[Role.AUDITOR], secret_hash=configured)}),
+        {"own-client": Client(roles=[Role.AUDITOR], secret_hash=configured)},
     )
     credentials = start(custom, tmp_path)
 

@@ -9,7 +9,7 @@ from uuid import uuid4
 from eventsourcing.persistence import Notification, Tracking
 
 from projections.audit_chain import AuditChainProjection
-from projections.callbacks import CallbackOutboxProjection
+from projections.callbacks.projection import CallbackOutboxProjection
 from projections.ledger_postings import PostingsProjection
 from projections.read_models import ReadModelsProjection
 from projections.runner import handles, process

@@ -6,9 +6,10 @@ import threading
 
 import pytest
 
-from application.settings import DEFAULT_SETTINGS, RateLimitSettings, SettingsError, decode_settings
+from application.settings import DEFAULT_SETTINGS, SettingsError
 from interface.auth import Principal
 from interface.rate_limits import TokenBuckets, client_key, retry_after
+from interface.settings import RateLimitSettings, decode_service_settings
 
 
 class FakeTime:
@@ -173,7 +174,7 @@ def test_a_request_without_a_token_counts_against_its_remote_address() -> None:
 
 
 def test_the_demo_settings_give_generous_limits() -> None:
-    limits = decode_settings(DEFAULT_SETTINGS.read_bytes()).rate_limits
+    limits = decode_service_settings(DEFAULT_SETTINGS.read_bytes()).api.rate_limits
 
     assert limits == RateLimitSettings(enabled=True, requests_per_second=200, burst=400)
 
@@ -183,7 +184,7 @@ def test_settings_without_a_rate_limits_section_get_the_defaults() -> None:
     start = text.index("[rate_limits]")
     without = text[:start] + text[text.index("\n[", start) + 1 :]
 
-    assert decode_settings(without).rate_limits == RateLimitSettings()
+    assert decode_service_settings(without).api.rate_limits == RateLimitSettings()
     assert RateLimitSettings() == RateLimitSettings(enabled=True, requests_per_second=200.0, burst=400)
 
 
@@ -204,7 +205,7 @@ def test_settings_refuse_rate_limits_that_cannot_work(section: str, problem: str
     text = DEFAULT_SETTINGS.read_text().replace("requests_per_second = 200\nburst = 400", section)
 
     with pytest.raises(SettingsError) as refused:
-        decode_settings(text)
+        decode_service_settings(text)
 
     assert problem in refused.value.problems
 
@@ -221,7 +222,7 @@ def test_settings_refuse_rate_limits_of_the_wrong_type_or_name(line: str, wrong:
     text = DEFAULT_SETTINGS.read_text().replace(line, wrong)
 
     with pytest.raises(SettingsError) as refused:
-        decode_settings(text)
+        decode_service_settings(text)
 
     assert problem in refused.value.problems[0]
     assert "rate_limits" in refused.value.problems[0]

@@ -13,7 +13,6 @@ import jwt
 import pytest
 
 from application.credentials import ClientRecord
-from application.settings import TokenSettings
 from interface.auth import (
     FailedAttempts,
     InvalidScope,
@@ -22,6 +21,7 @@ from interface.auth import (
     TokenService,
     parse_bearer,
 )
+from interface.settings import TokenSettings
 from tests.clock import FakeClock
 
 KEY = b"k" * 32

@@ -8,12 +8,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from psycopg_pool import ConnectionPool
 
-from application.callbacks.delivery import DeliveryConfig, DeliveryWorker
-from application.callbacks.outbox import DeliveryStore
-from application.callbacks.urls import CallbackUrlPolicy
 from application.settings import Settings
 from interface.callbacks import renderer
-from projections.callbacks import CallbackOutbox
+from projections.callbacks.delivery import DeliveryConfig, DeliveryWorker
+from projections.callbacks.outbox import DeliveryStore
+from projections.callbacks.projection import CallbackOutbox
+from projections.callbacks.urls import CallbackUrlPolicy
 from projections.catalog import CALLBACK_OUTBOX
 from projections.runner import open_view
 from tests.projections.callbacks.support import FAST, SECRET, callback_settings

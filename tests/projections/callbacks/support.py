@@ -9,13 +9,13 @@ from decimal import Decimal
 
 import msgspec
 
-from application.callbacks.delivery import DeliveryConfig, DeliveryWorker
-from application.callbacks.outbox import DeliveryRecord, DeliveryStore
 from application.commands import BuyRequest, SendoutReport
 from application.ledger import Ledger
 from application.settings import DEFAULT_SETTINGS, Settings, load_settings
 from domain.transaction import Transaction
-from projections.callbacks import CallbackOutbox
+from projections.callbacks.delivery import DeliveryConfig, DeliveryWorker
+from projections.callbacks.outbox import DeliveryRecord, DeliveryStore
+from projections.callbacks.projection import CallbackOutbox
 from projections.catalog import CALLBACK_OUTBOX
 from projections.runner import replay
 

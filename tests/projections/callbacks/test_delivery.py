@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from application.callbacks.delivery import DeliveryConfig
-from application.callbacks.outbox import DeliveryStore
-from application.callbacks.urls import CallbackUrlPolicy, SystemResolver
 from application.ledger import Ledger
 from interface import presenters
 from interface.callbacks import ENCODER
-from projections.callbacks import CallbackOutbox
+from projections.callbacks.delivery import DeliveryConfig
+from projections.callbacks.outbox import DeliveryStore
+from projections.callbacks.projection import CallbackOutbox
+from projections.callbacks.urls import CallbackUrlPolicy, SystemResolver
 from tests.projections.callbacks.support import (
     FAST,
     SECRET,

@@ -9,11 +9,11 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import dict_row
 
-from application.callbacks.snapshots import StoredState, restore
 from application.commands import BuyRequest
 from application.ledger import Ledger
 from application.settings import Settings
-from projections.callbacks import CallbackOutbox, event_id
+from projections.callbacks.projection import CallbackOutbox, event_id
+from projections.callbacks.snapshots import StoredState, restore
 from tests.projections.callbacks.support import (
     SELL_METHOD_HOOK,
     Trades,

@@ -26,13 +26,13 @@ from datetime import UTC, datetime
 
 from standardwebhooks import Webhook
 
-from application.callbacks.outbox import DELIVERED, FAILED, STOPPED, Attempt, Delivery, DeliveryStore
-from application.callbacks.sender import Answer, SendFailed, post
-from application.callbacks.snapshots import restore
-from application.callbacks.urls import CallbackUrlPolicy, ResolvedUrl
 from application.metrics import CALLBACK_ATTEMPTS
 from domain.errors import CallbackUrlRefused
 from domain.transaction import Transaction
+from projections.callbacks.outbox import DELIVERED, FAILED, STOPPED, Attempt, Delivery, DeliveryStore
+from projections.callbacks.sender import Answer, SendFailed, post
+from projections.callbacks.snapshots import restore
+from projections.callbacks.urls import CallbackUrlPolicy, ResolvedUrl
 
 log = logging.getLogger("broker_ledger.callbacks")
 EVENT_TYPE = "transaction.status_changed"

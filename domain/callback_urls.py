@@ -1,9 +1,9 @@
-"""Which callback URLs are accepted, and which address a callback may connect to (the SSRF defence).
+"""Which callback URLs are acceptable by what they say, and which IP addresses a callback may go to.
 
-A URL is checked when it is given (a buy's or sell's `callbackUrl`, a payment method's `callback_url` in the
-settings) and again just before each delivery, against the addresses its host resolves to then; the delivery
-connects to one of exactly those addresses (see `sender`), so a DNS answer that changes between the check
-and the connection cannot point it elsewhere. The rules:
+These are the static rules, with no I/O: the order desk applies them (with a look-up of the host's
+addresses, injected as `application.ports.CallbackUrlCheck`) to a buy's or sell's `callbackUrl`, the settings
+check to a payment method's `callback_url`, and the delivery worker again before each delivery, against the
+addresses the host resolves to then (`projections.callbacks.urls`). The rules:
 
 - `https` only, to a host name (or canonical IP address) whose every address is public. That is decided by
   the address, not by a list of bad ranges: it must be global unicast (`is_global`, not multicast or
@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import socket
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -37,7 +34,6 @@ from domain.errors import CallbackUrlRefused
 
 MAX_URL_LENGTH = 2048
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Resolver = Callable[[str, int], Sequence[str]]  # host, port -> addresses; OSError when it does not resolve
 
 GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")  # every other IPv6 range is special or unassigned
 # Ranges that `is_global` calls global in some Python versions (older ones such as 3.11.7, or 3.12.4 and
@@ -93,7 +89,7 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address
     return address.teredo or ()
 
 
-def _described(address: Address) -> str:
+def described(address: Address) -> str:
     """The address, and the IPv4 addresses it carries if any: `::7f00:1 (an IPv6 form of 127.0.0.1)`."""
     carried = embedded_ipv4(address) if isinstance(address, ipaddress.IPv6Address) else ()
     if not carried:
@@ -126,97 +122,53 @@ class CallbackUrl:
         return host if self.port == default else f"{host}:{self.port}"
 
 
-@dataclass(frozen=True)
-class ResolvedUrl:
-    """A callback URL and the vetted addresses to connect to, in the resolver's order."""
+class CallbackUrlRules:
+    """The static rules, with the hosts that may receive plain http (`callback_http_hosts`)."""
 
-    url: CallbackUrl
-    addresses: tuple[Address, ...]
-
-
-class SystemResolver:
-    """`getaddrinfo`, bounded by a timeout (the lookup runs on a small pool of its own)."""
-
-    _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="callback-dns")
-
-    def __init__(self, timeout_seconds: float = 5.0) -> None:
-        self.timeout = timeout_seconds
-
-    def __call__(self, host: str, port: int) -> list[str]:
-        future = self._pool.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-        try:
-            infos = future.result(timeout=self.timeout)
-        except FutureTimeout:
-            raise OSError(f"no DNS answer within {self.timeout:g} s") from None
-        return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
-class CallbackUrlPolicy:
-    def __init__(self, http_hosts: Iterable[str] = (), resolver: Resolver | None = None) -> None:
-        self.http_hosts = frozenset(_normalised_host(host) for host in http_hosts)
-        self.resolver = resolver or SystemResolver()
-
-    def accept(self, url: str) -> CallbackUrl:
-        """The URL, if it passes the static rules and its host resolves to acceptable addresses only."""
-        return self.resolve(url).url
-
-    def resolve(self, url: str) -> ResolvedUrl:
-        """The URL and the addresses a delivery may connect to now; `CallbackUrlRefused` otherwise."""
-        parsed = self.parse(url)
-        if parsed.address is not None:
-            return ResolvedUrl(parsed, (parsed.address,))
-        try:
-            answers = self.resolver(parsed.host, parsed.port)
-            addresses = tuple(ipaddress.ip_address(answer) for answer in answers)
-        except (OSError, UnicodeError, ValueError) as error:
-            raise _refused(url, f"its host {parsed.host} does not resolve ({error})") from None
-        if not addresses:
-            raise _refused(url, f"its host {parsed.host} does not resolve")
-        if not parsed.allow_listed:
-            for address in addresses:
-                if not is_public(address):
-                    raise _refused(
-                        url,
-                        f"its host {parsed.host} resolves to the non-public address {_described(address)}",
-                    )
-        return ResolvedUrl(parsed, addresses)
+    def __init__(self, http_hosts: Iterable[str] = ()) -> None:
+        self.http_hosts = frozenset(normalised_host(host) for host in http_hosts)
 
     def parse(self, url: str) -> CallbackUrl:
-        """The static rules only (no DNS): what the settings check applies to payment methods' URLs."""
+        """The URL's parts if it passes the static rules (no DNS); `CallbackUrlRefused` otherwise."""
         scheme, host, port = _split(url)
         address = _address(url, host)
         allow_listed = host in self.http_hosts
         if scheme != "https" and not allow_listed:
-            raise _refused(url, "it must use https (plain http only to hosts in callback_http_hosts)")
+            raise refused(url, "it must use https (plain http only to hosts in callback_http_hosts)")
         if not allow_listed:
             if address is not None and not is_public(address):
-                raise _refused(url, f"{_described(address)} is not a public address")
+                raise refused(url, f"{described(address)} is not a public address")
             if address is None and _special(host):
-                raise _refused(url, f"{host} is a special-use or local name, not a public host")
+                raise refused(url, f"{host} is a special-use or local name, not a public host")
         return CallbackUrl(url, scheme, host, port, address, allow_listed)
+
+    def accept(self, url: str) -> CallbackUrl:
+        """The same as `parse`: these rules do no I/O (a policy that resolves host names judges their
+        addresses too)."""
+        return self.parse(url)
 
 
 def _split(url: str) -> tuple[str, str, int]:
     """Scheme, host and port of a URL that is plainly a URL with an authority; refused otherwise."""
     if not isinstance(url, str) or not url:
-        raise _refused(str(url), "it is empty")
+        raise refused(str(url), "it is empty")
     if len(url) > MAX_URL_LENGTH:
-        raise _refused(url[:80] + "...", f"it is longer than {MAX_URL_LENGTH} characters")
+        raise refused(url[:80] + "...", f"it is longer than {MAX_URL_LENGTH} characters")
     if not url.isascii() or any(char <= " " or char in "\x7f\\" for char in url):
-        raise _refused(url, "it must be ASCII without spaces, control characters or backslashes")
+        raise refused(url, "it must be ASCII without spaces, control characters or backslashes")
     try:
         parts = urlsplit(url)
     except ValueError:
-        raise _refused(url, "it is not a valid URL") from None
+        raise refused(url, "it is not a valid URL") from None
     scheme = parts.scheme.lower()
     if scheme not in ("https", "http"):
-        raise _refused(url, "it must use https")
+        raise refused(url, "it must use https")
     if not url[len(scheme) :].startswith("://") or not parts.netloc:
-        raise _refused(url, "it must name a host: https://host/path")
+        raise refused(url, "it must name a host: https://host/path")
     if "@" in parts.netloc or "%" in parts.netloc:
-        raise _refused(url, "user information or percent-encoding in the host is not allowed")
+        raise refused(url, "user information or percent-encoding in the host is not allowed")
     if parts.fragment or url.endswith("#"):
-        raise _refused(url, "a fragment (#...) is not allowed")
+        raise refused(url, "a fragment (#...) is not allowed")
     host, port = _host_and_port(url, parts.netloc, 443 if scheme == "https" else 80)
     return scheme, host, port
 
@@ -229,10 +181,10 @@ def _host_and_port(url: str, netloc: str, default_port: int) -> tuple[str, int]:
     elif not colon:
         host = port
     if colon and (not port.isdigit() or not 1 <= int(port) <= 65535):
-        raise _refused(url, "its port is not a number from 1 to 65535")
-    if not _normalised_host(host):
-        raise _refused(url, "it must name a host: https://host/path")
-    return _normalised_host(host), int(port) if colon else default_port
+        raise refused(url, "its port is not a number from 1 to 65535")
+    if not normalised_host(host):
+        raise refused(url, "it must name a host: https://host/path")
+    return normalised_host(host), int(port) if colon else default_port
 
 
 def _address(url: str, host: str) -> Address | None:
@@ -241,14 +193,14 @@ def _address(url: str, host: str) -> Address | None:
         try:
             return ipaddress.IPv6Address(host)
         except ValueError:
-            raise _refused(url, f"{host} is not a valid IPv6 address") from None
+            raise refused(url, f"{host} is not a valid IPv6 address") from None
     labels = host.split(".")
     if IPV4_LIKE.fullmatch(labels[-1]):
         if not CANONICAL_IPV4.fullmatch(host):
-            raise _refused(url, f"{host} is not an IPv4 address in dotted-decimal form (a.b.c.d)")
+            raise refused(url, f"{host} is not an IPv4 address in dotted-decimal form (a.b.c.d)")
         return ipaddress.IPv4Address(host)
     if len(host) > 253 or not all(LABEL.fullmatch(label) for label in labels):
-        raise _refused(url, f"{host} is not a valid host name")
+        raise refused(url, f"{host} is not a valid host name")
     return None
 
 
@@ -258,12 +210,13 @@ def _special(host: str) -> bool:
     return any(host == name or host.endswith(f".{name}") for name in SPECIAL_NAMES)
 
 
-def _normalised_host(host: str) -> str:
+def normalised_host(host: str) -> str:
+    """Lower case, without brackets or one trailing dot: how hosts are compared."""
     host = host.strip().lower()
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     return host[:-1] if host.endswith(".") and not host.endswith("..") else host
 
 
-def _refused(url: str, reason: str) -> CallbackUrlRefused:
+def refused(url: str, reason: str) -> CallbackUrlRefused:
     return CallbackUrlRefused(f"callbackUrl {url!r} is refused: {reason}")

@@ -17,7 +17,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from application.callbacks.urls import ResolvedUrl
+from projections.callbacks.urls import ResolvedUrl
 
 
 class SendFailed(Exception):

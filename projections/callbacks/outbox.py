@@ -1,11 +1,16 @@
-"""The deliveries in PostgreSQL: claiming the next due one, recording attempts, listing them.
+"""The outbox in PostgreSQL: its tables, and every query of them.
 
-The outbox rows are inserted by the `CallbackOutbox` projection (its module describes the tables); the
-delivery worker owns their delivery columns and the tables of attempts and stopped endpoints. Several
-processes may deliver at once: a delivery is claimed with a lease (`FOR UPDATE SKIP LOCKED`, so two workers
-never claim the same one), and only while every earlier delivery of its transaction is finished, so the
-deliveries of a transaction go out one after the other, in order. A worker that dies holding a lease loses
-nothing: once the lease has run out another worker claims the delivery again.
+Four tables, in the read schema: `callback_transactions` (each transaction's state as the outbox projection
+last saw it), `callback_outbox` (one delivery per status change of a transaction with a callback URL),
+`callback_attempts` (every attempt at one) and `callback_endpoints` (URLs that answered 410 Gone). The
+projection (`projection`) keeps the states and inserts each delivery (`ENQUEUE`); the delivery worker
+(`delivery`, through `DeliveryStore`) owns the delivery columns (`status`, `attempts`, `next_attempt_at`,
+lease) and the tables of attempts and stopped endpoints.
+
+Several processes may deliver at once: a delivery is claimed with a lease (`FOR UPDATE SKIP LOCKED`, so two
+workers never claim the same one), and only while every earlier delivery of its transaction is finished, so
+the deliveries of a transaction go out one after the other, in order. A worker that dies holding a lease
+loses nothing: once the lease has run out another worker claims the delivery again.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from psycopg.rows import dict_row
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
-from application.callbacks.snapshots import StoredState
+from projections.callbacks.snapshots import StoredState
 
 STATES = "callback_transactions"
 OUTBOX = "callback_outbox"
@@ -30,6 +35,66 @@ PENDING = "pending"
 DELIVERED = "delivered"  # a 2xx answer
 FAILED = "failed"  # an attempt that did not succeed; as a delivery's status: given up after the retry window
 STOPPED = "stopped"  # the endpoint answered 410 Gone: nothing more is sent to it
+
+# The statements name the tables {states}, {outbox}, {attempts} and {endpoints} (see `tables`).
+CREATE = (
+    """CREATE TABLE IF NOT EXISTS {states} (
+    transaction_id uuid PRIMARY KEY,
+    partner text NOT NULL,
+    transaction_code text NOT NULL,
+    version integer NOT NULL,
+    topic text NOT NULL,
+    state bytea NOT NULL,
+    status text NOT NULL,
+    sequence integer NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS {outbox} (
+    event_id text PRIMARY KEY,
+    partner text NOT NULL,
+    transaction_id uuid NOT NULL,
+    transaction_code text NOT NULL,
+    sequence integer NOT NULL,
+    transaction_status text NOT NULL,
+    url text NOT NULL,
+    topic text NOT NULL,
+    version integer NOT NULL,
+    state bytea NOT NULL,
+    created timestamptz NOT NULL,
+    notification_id bigint NOT NULL,
+    status text NOT NULL DEFAULT 'pending',
+    attempts integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    first_attempt_at timestamptz,
+    finished_at timestamptz,
+    response_code integer,
+    lease_token uuid,
+    leased_until timestamptz,
+    UNIQUE (transaction_id, sequence))""",
+    "CREATE INDEX IF NOT EXISTS callback_outbox_due ON {outbox} (next_attempt_at) WHERE status = 'pending'",
+    "CREATE INDEX IF NOT EXISTS callback_outbox_code ON {outbox} (partner, transaction_code, sequence)",
+    "CREATE INDEX IF NOT EXISTS callback_outbox_url ON {outbox} (partner, url) WHERE status = 'pending'",
+    """CREATE TABLE IF NOT EXISTS {attempts} (
+    id bigserial PRIMARY KEY,
+    event_id text NOT NULL,
+    number integer NOT NULL,
+    at timestamptz NOT NULL DEFAULT now(),
+    duration_ms integer NOT NULL,
+    outcome text NOT NULL,
+    response_code integer,
+    error text,
+    address text)""",
+    "CREATE INDEX IF NOT EXISTS callback_attempts_event ON {attempts} (event_id, id)",
+    """CREATE TABLE IF NOT EXISTS {endpoints} (
+    partner text NOT NULL,
+    url text NOT NULL,
+    stopped_at timestamptz NOT NULL DEFAULT now(),
+    event_id text NOT NULL,
+    response_code integer NOT NULL,
+    PRIMARY KEY (partner, url))""",
+)
+# A new delivery, written by the projection with its tracking position (a rebuild's again is left as it is)
+ENQUEUE = """INSERT INTO {outbox} (event_id, partner, transaction_id, transaction_code, sequence,
+    transaction_status, url, topic, version, state, created, notification_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"""
 
 CLAIM = """UPDATE {outbox} AS o SET lease_token = %(token)s,
     leased_until = now() + make_interval(secs => %(lease)s),
@@ -65,6 +130,12 @@ LIST = """SELECT event_id, sequence, transaction_status, url, status, created, n
     finished_at, response_code FROM {outbox} WHERE partner = %s AND transaction_code = %s ORDER BY sequence"""
 LIST_ATTEMPTS = """SELECT event_id, number, at, duration_ms, outcome, response_code, error FROM {attempts}
 WHERE event_id = ANY(%s) ORDER BY id"""
+
+
+def tables(schema: str) -> dict[str, Identifier]:
+    """The tables in `schema`, by the names the statements use."""
+    names = {"states": STATES, "outbox": OUTBOX, "attempts": ATTEMPTS, "endpoints": ENDPOINTS}
+    return {key: Identifier(schema, name) for key, name in names.items()}
 
 
 @dataclass(frozen=True)
@@ -119,11 +190,7 @@ class DeliveryRecord:
 class DeliveryStore:
     def __init__(self, pool: ConnectionPool, schema: str) -> None:
         self.pool = pool
-        self.names = {
-            "outbox": Identifier(schema, OUTBOX),
-            "attempts": Identifier(schema, ATTEMPTS),
-            "endpoints": Identifier(schema, ENDPOINTS),
-        }
+        self.names = tables(schema)
 
     def _sql(self, statement: str) -> Any:
         return SQL(statement).format(**self.names)  # type: ignore[arg-type]

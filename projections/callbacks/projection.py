@@ -10,7 +10,7 @@ as its tracking position, so a crash never loses one and never makes two:
 - `state` is the transaction as it stood after the event; the body is rendered from it at send time.
 
 The delivery columns (`status`, `attempts`, `next_attempt_at`, lease) and the tables `callback_attempts` and
-`callback_endpoints` are written by the delivery worker (`application.callbacks`), never by the projection.
+`callback_endpoints` are written by the delivery worker (`delivery`, `outbox`), never by the projection.
 A rebuild (`reset`) empties `callback_transactions` only: replaying the events derives the same event ids,
 and an outbox row that exists already is left as it is, so a rebuild never sends a callback again.
 """
@@ -25,70 +25,12 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Composed
 
-from application.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
-from application.callbacks.snapshots import StoredState, restore, store
 from domain.transaction import Transaction
+from projections.callbacks.outbox import CREATE, ENQUEUE, OUTBOX, STATES, tables
+from projections.callbacks.snapshots import StoredState, restore, store
 from projections.postgres import ReadModel
 
 EVENT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:broker-ledger:callbacks")
-
-CREATE = (
-    """CREATE TABLE IF NOT EXISTS {callback_transactions} (
-    transaction_id uuid PRIMARY KEY,
-    partner text NOT NULL,
-    transaction_code text NOT NULL,
-    version integer NOT NULL,
-    topic text NOT NULL,
-    state bytea NOT NULL,
-    status text NOT NULL,
-    sequence integer NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS {callback_outbox} (
-    event_id text PRIMARY KEY,
-    partner text NOT NULL,
-    transaction_id uuid NOT NULL,
-    transaction_code text NOT NULL,
-    sequence integer NOT NULL,
-    transaction_status text NOT NULL,
-    url text NOT NULL,
-    topic text NOT NULL,
-    version integer NOT NULL,
-    state bytea NOT NULL,
-    created timestamptz NOT NULL,
-    notification_id bigint NOT NULL,
-    status text NOT NULL DEFAULT 'pending',
-    attempts integer NOT NULL DEFAULT 0,
-    next_attempt_at timestamptz NOT NULL DEFAULT now(),
-    first_attempt_at timestamptz,
-    finished_at timestamptz,
-    response_code integer,
-    lease_token uuid,
-    leased_until timestamptz,
-    UNIQUE (transaction_id, sequence))""",
-    "CREATE INDEX IF NOT EXISTS callback_outbox_due ON {callback_outbox} (next_attempt_at) "
-    "WHERE status = 'pending'",
-    "CREATE INDEX IF NOT EXISTS callback_outbox_code ON {callback_outbox} "
-    "(partner, transaction_code, sequence)",
-    "CREATE INDEX IF NOT EXISTS callback_outbox_url ON {callback_outbox} (partner, url) "
-    "WHERE status = 'pending'",
-    """CREATE TABLE IF NOT EXISTS {callback_attempts} (
-    id bigserial PRIMARY KEY,
-    event_id text NOT NULL,
-    number integer NOT NULL,
-    at timestamptz NOT NULL DEFAULT now(),
-    duration_ms integer NOT NULL,
-    outcome text NOT NULL,
-    response_code integer,
-    error text,
-    address text)""",
-    "CREATE INDEX IF NOT EXISTS callback_attempts_event ON {callback_attempts} (event_id, id)",
-    """CREATE TABLE IF NOT EXISTS {callback_endpoints} (
-    partner text NOT NULL,
-    url text NOT NULL,
-    stopped_at timestamptz NOT NULL DEFAULT now(),
-    event_id text NOT NULL,
-    response_code integer NOT NULL,
-    PRIMARY KEY (partner, url))""",
-)
 
 
 def event_id(transaction_id: uuid.UUID, version: int) -> str:
@@ -100,7 +42,7 @@ class CallbackOutbox(ReadModel):
     tables = (STATES,)  # see the module's docstring: a rebuild keeps the outbox and its delivery history
 
     def create_statements(self) -> list[Composed]:
-        names = {name: self.table(name) for name in (STATES, OUTBOX, ATTEMPTS, ENDPOINTS)}
+        names = tables(self.datastore.schema)
         return [SQL(statement).format(**names) for statement in CREATE]
 
     def apply(self, event: Any, tracking: Tracking) -> None:
@@ -187,11 +129,7 @@ class CallbackOutbox(ReadModel):
         )
 
     def _insert_delivery(self) -> Composed:
-        return SQL(
-            "INSERT INTO {} (event_id, partner, transaction_id, transaction_code, sequence, "
-            "transaction_status, url, topic, version, state, created, notification_id) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
-        ).format(self.table(OUTBOX))
+        return SQL(ENQUEUE).format(outbox=self.table(OUTBOX))
 
 
 def _state_of(row: dict[str, Any]) -> dict[str, Any]:

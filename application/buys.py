@@ -1,0 +1,119 @@
+"""Use cases of buying: simulate, create (Staged, or committed at once), commit."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from application.commands import BuyRequest
+from application.context import Context, new_transaction_code
+from application.counterparties import active_customer, check_account, reads_of_a_create
+from application.limits import Limits
+from domain.account import Account, account_code_for
+from domain.errors import AccountDoesNotFit, CryptoAddressInvalid, IdempotencyKeyReused, TransactionExpired
+from domain.limits import LimitWindow
+from domain.transaction import Order, Transaction
+
+
+class Buys:
+    def __init__(self, context: Context, limits: Limits) -> None:
+        self.context = context
+        self.store = context.store
+        self.limits = limits
+
+    def simulate(self, partner: str, request: BuyRequest) -> Order:
+        """Prices a buy after every check its create would make (the same refusals); records nothing."""
+        code = new_transaction_code()
+        now = self.context.clock.now()
+        with self.store.loading(*self._reads(partner, code, request, now)):
+            order, _ = self._checked(partner, code, request, now)
+        return order
+
+    def create(self, partner: str, request: BuyRequest, stage: bool, code: str | None = None) -> Transaction:
+        """A new buy, Staged or (without `stage`) committed at once. Given a `code` already recorded,
+        returns that transaction if it was the same request: a retry never creates a second one."""
+        code = code or new_transaction_code()
+
+        def create() -> Transaction:
+            now = self.context.clock.now()
+            with self.store.loading(*self._reads(partner, code, request, now)):
+                existing = self.store.find(Transaction.create_id(partner, code))
+                if existing is not None:
+                    return self._retried(existing, request, stage)
+                order, windows = self._checked(partner, code, request, now)
+                valid_until = self.context.desk.valid_until(order.payment_method, now)
+                create_buy = Transaction.stage_buy if stage else Transaction.send_buy
+                transaction = create_buy(order, now, valid_until)
+            self.store.save(transaction, *windows)
+            return transaction
+
+        return self.store.retrying(create)
+
+    def commit(self, partner: str, code: str) -> Transaction:
+        """Commits a staged buy; one past its validUntil is cancelled instead (limits given back)."""
+
+        def commit() -> Transaction:
+            transaction = self.store.transaction(partner, code)
+            now = self.context.clock.now()
+            try:
+                transaction.commit(now)
+            except TransactionExpired:
+                transaction.expire(now)
+                self.store.save(transaction, *self.limits.release(transaction))
+                raise
+            self.store.save(transaction)
+            return transaction
+
+        return self.store.retrying(commit)
+
+    def _checked(
+        self, partner: str, code: str, request: BuyRequest, at: datetime
+    ) -> tuple[Order, list[LimitWindow]]:
+        """Every check of a new buy, in the order create makes them: the request's own content (every
+        problem at once), an ACTIVE customer, the account, the price, and the trust-level limits. The priced
+        order and the limit windows holding its reservation (unsaved): create saves them, simulate drops
+        them."""
+        desk = self.context.desk
+        desk.check_buy(request)
+        customer = active_customer(self.store, partner, request.customer_code)
+        account = self._account(partner, request)
+        order = desk.buy_order(partner, code, request, account)
+        return order, self.limits.reserve(customer, "buy", order, at)
+
+    def _retried(self, existing: Transaction, request: BuyRequest, stage: bool) -> Transaction:
+        """The buy a retry recorded before, if it is the same request: staged, or committed at once, too."""
+        self.context.desk.check_same_request(existing.order, request)
+        if existing.committed_at_creation == stage:
+            raise IdempotencyKeyReused(
+                f"transaction {existing.code} was created under this Idempotency-Key "
+                f"{'without' if stage else 'with'} stage; use a new key for a new request"
+            )
+        return existing
+
+    def _reads(self, partner: str, code: str, request: BuyRequest, at: datetime) -> list:
+        return reads_of_a_create(partner, code, request, account_code(partner, request), "buy", at)
+
+    def _account(self, partner: str, request: BuyRequest) -> str:
+        """The account of a buy: the one named, or the customer's account for the destination."""
+        self.context.desk.crypto(request.crypto)
+        if not self.context.addresses.is_valid(request.crypto, request.destination_address):
+            raise CryptoAddressInvalid(
+                f"destinationAddress {request.destination_address!r} is not a valid {request.crypto} address"
+            )
+        code = account_code(partner, request)
+        account = self.store.find(Account.create_id(partner, code))
+        if account is None and request.account_code is None:
+            self.store.customer(partner, request.customer_code)
+            raise AccountDoesNotFit(
+                "accountCode is required: no account of this customer has destinationAddress "
+                f"{request.destination_address} as its address; open one with "
+                f"POST /customer/{request.customer_code}/accounts or give accountCode"
+            )
+        check_account(self.store, partner, account or self.store.account(partner, code), request)
+        return code
+
+
+def account_code(partner: str, request: BuyRequest) -> str:
+    """The account a buy names, or the customer's account for its destination address."""
+    return request.account_code or account_code_for(
+        partner, request.customer_code, request.crypto, request.destination_address
+    )

@@ -1,0 +1,86 @@
+"""The reading use case of GET /reserves: the service's reserves, read after the caller's writes.
+
+A read first waits until the `Postings` view has processed the partner's last write (its position, kept by
+`interface/read_your_writes.py`), at most `WAIT_SECONDS`; when the view lags further (or does not run), it
+answers from what is there. Every configured asset has its built-in reserves (the hot wallet for cryptos,
+the bank for currencies) even before anything was posted to them; amounts are shown to the asset's places.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC
+from decimal import Decimal
+
+from litestar.datastructures import State
+from psycopg_pool import ConnectionPool
+
+from application.settings import Settings
+from domain.money import WIDE
+from domain.reserves import BANK, HOT_WALLET
+from interface.read_your_writes import WritePositions
+from interface.schemas import reserves as s
+from projections.reserve_positions import ReservePosition, read_positions, wait_for_position
+
+log = logging.getLogger("broker_ledger.reserves")
+WAIT_SECONDS = 2.0  # how long a read waits for the Postings view to reach the writes made before it
+
+
+@dataclass(frozen=True)
+class ReserveReader:
+    settings: Settings
+    pool: ConnectionPool
+    written: WritePositions
+    wait_seconds: float = WAIT_SECONDS
+
+    @classmethod
+    def of(cls, state: State) -> ReserveReader:
+        """The app's: its settings, connection pool and partners' write positions (a dependency)."""
+        return cls(state.settings, state.pool, state.write_positions)
+
+    def reserves(self, partner: str) -> s.Reserves:
+        """The reserves once the Postings view has the partner's last write (or the wait ran out)."""
+        return reserves_body(self.settings, self.positions(partner))
+
+    def positions(self, partner: str) -> list[ReservePosition]:
+        always = [(HOT_WALLET, code) for code in self.settings.cryptos]
+        always += [(BANK, code) for code in self.settings.currencies]
+        with self.pool.connection() as conn:
+            last = self.written.last(conn, partner)
+            if not wait_for_position(conn, last, self.wait_seconds):
+                log.warning(
+                    "ledger postings behind %s's last write (%d); answering from what is there", partner, last
+                )
+            return read_positions(conn, always)
+
+
+def reserves_body(settings: Settings, positions: list[ReservePosition]) -> s.Reserves:
+    items = [(p.code in settings.cryptos, reserve_body(settings, p)) for p in positions]
+    return s.Reserves(
+        crypto_reserves=[item for crypto, item in items if crypto],
+        currency_reserves=[item for crypto, item in items if not crypto],
+    )
+
+
+def reserve_body(settings: Settings, position: ReservePosition) -> s.Reserve:
+    if position.code in settings.cryptos:
+        quantum = settings.crypto_asset(position.code).quantum
+    elif position.code in settings.currencies:
+        quantum = settings.fiat(position.code).quantum
+    else:
+        quantum = None
+
+    def shown(amount: Decimal) -> Decimal:
+        return amount if quantum is None else amount.quantize(quantum, context=WIDE)
+
+    return s.Reserve(
+        name=position.name,
+        type=position.type,
+        code=position.code,
+        total=shown(position.total),
+        locked=shown(position.locked),
+        available=shown(position.available),
+        unconfirmed=shown(position.unconfirmed),
+        updated=None if position.updated is None else position.updated.astimezone(UTC),
+    )

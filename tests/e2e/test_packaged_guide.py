@@ -1,0 +1,59 @@
+"""The API document's examples ship with the package: the wheel carries docs/api.md as interface/api.md,
+and the unpacked wheel, run outside the checkout, reads its examples from there."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from interface.examples import guide_examples
+
+ROOT = Path(__file__).resolve().parents[2]
+GUIDE = ROOT / "docs" / "api.md"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (built,) = out.glob("broker_ledger-*.whl")
+    return built
+
+
+def test_the_wheel_carries_the_api_guide_in_the_interface_package(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("interface/api.md") == GUIDE.read_bytes()
+
+
+def test_the_unpacked_wheel_reads_the_examples_of_its_own_guide_outside_the_checkout(
+    wheel: Path, tmp_path: Path
+) -> None:
+    unpacked = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(unpacked)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = "import interface.examples as e; print(e.GUIDE.exists(), len(e.guide_examples()), e.__file__)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=elsewhere,
+        env={**os.environ, "PYTHONPATH": str(unpacked)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    exists, count, module = done.stdout.split()
+    assert module.startswith(str(unpacked))
+    assert (exists, int(count)) == ("False", len(guide_examples()))

@@ -1,0 +1,78 @@
+"""A request blocked by another client's lock ends in a bounded 503, not a hang: every connection of the
+event store's and the read models' pools has a lock and a statement timeout (`application.database`). The
+real app runs in-process with the timeouts shortened; another connection holds an ACCESS EXCLUSIVE lock on
+the table the request must read, as a migration or a VACUUM FULL would."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from application import database
+from application.database import Timeouts
+from application.log import EVENTS_SCHEMA
+from tests.in_process import app_client, bearer_headers
+
+SHORT = Timeouts(lock=0.5, statement=5.0)
+BOUND_SECONDS = 3.0  # the lock timeout, a connection's set-up and the request's own work
+
+
+@pytest.fixture
+def blockable(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(database, "API_TIMEOUTS", SHORT)
+    var = tmp_path / "var"
+    with app_client(database_url, var) as client:
+        yield client, var
+
+
+@contextmanager
+def locked_exclusively(url: str, table: sql.Composable) -> Iterator[None]:
+    """Another client's transaction holding `table` in ACCESS EXCLUSIVE mode while inside (at most 10 s:
+    then the server ends it, so that a request that does wait fails its test rather than hang it)."""
+    with psycopg.connect(url, options="-c idle_in_transaction_session_timeout=10000") as holder:
+        holder.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
+        yield
+        with suppress(psycopg.Error):
+            holder.rollback()
+
+
+def assert_bounded_503(answer, started: float) -> None:
+    elapsed = time.monotonic() - started
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["content-type"].startswith("application/problem+json")
+    assert answer.json()["code"] == "database_unavailable"
+    assert int(answer.headers["Retry-After"]) >= 1
+    assert elapsed < BOUND_SECONDS, f"answered after {elapsed:.1f} s"
+
+
+def test_a_write_whose_aggregates_are_locked_away_is_answered_503_within_the_lock_timeout(
+    blockable, database_url
+):
+    client, var = blockable
+    headers = bearer_headers(client, var, "demo-broker")
+    body = {"customerCode": f"blocked-{uuid.uuid4().hex[:8]}", "trustLevel": "Basic"}
+    with locked_exclusively(database_url, sql.Identifier(EVENTS_SCHEMA, "ledger_events")):
+        started = time.monotonic()
+        answer = client.post("/customer", json=body, headers=headers)
+    assert_bounded_503(answer, started)
+    assert client.post("/customer", json=body, headers=headers).status_code == 201  # nothing was written
+
+
+def test_a_list_whose_read_model_is_locked_away_is_answered_503_within_the_lock_timeout(
+    blockable, database_url
+):
+    client, var = blockable
+    headers = bearer_headers(client, var, "other-broker")  # has written nothing: its reads wait for nothing
+    reader = client.app.state.runtime.reader
+    with locked_exclusively(database_url, reader.view.table("transactions")):
+        started = time.monotonic()
+        answer = client.get("/transactions/custodian", headers=headers)
+    assert_bounded_503(answer, started)
+    assert client.get("/transactions/custodian", headers=headers).status_code == 200

@@ -1,0 +1,31 @@
+"""The `route` label of the request metrics is the route's path exactly as the API document lists it, so a
+dashboard's series and the document's operations match one to one (parameter names included)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.in_process import app_client, bearer_headers
+
+ROUTE = re.compile(r'^broker_ledger_requests_total\{method="GET",route="([^"]+)"')
+PROBED = (
+    "/transactions/custodian/TX0000000000000000",
+    "/transactions/custodian/TX0000000000000000/history",
+    "/transactions/custodian/TX0000000000000000/callbacks",
+    "/customer/nobody-here/limits",
+)
+
+
+def test_the_route_of_every_counted_request_is_a_path_of_the_api_document(database_url: str, tmp_path: Path):
+    var = tmp_path / "var"
+    with app_client(database_url, var) as client:
+        headers = bearer_headers(client, var, "demo-broker")
+        for path in PROBED:
+            assert client.get(path, headers=headers).status_code == 404
+        documented = set(client.get("/schema/openapi.json").json()["paths"])
+        lines = client.get("/metrics").text.splitlines()
+    routes = {match.group(1) for line in lines if (match := ROUTE.match(line))}
+    templated = {route for route in routes if "{" in route}
+    assert len(templated) >= len(PROBED), routes
+    assert templated <= documented, templated - documented
