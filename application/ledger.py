@@ -20,7 +20,7 @@ memory of open deadlines and calls `expire`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -42,7 +42,6 @@ from application.context import Context
 from application.customers import Customers
 from application.history import History
 from application.limits import Limits
-from application.log import LedgerLog
 from application.orders import OrderDesk
 from application.ports import AddressBook, CallbackUrlCheck, Clock, PriceSource, SystemClock
 from application.request_checks import Draft
@@ -51,6 +50,7 @@ from application.sells import Sells
 from application.settings import Settings
 from application.settlement import Settlement
 from application.store.aggregates import LedgerStore
+from application.store.log import LedgerLog
 from domain.account import Account
 from domain.customer import Customer
 from domain.deposits import AddressPool
@@ -171,15 +171,6 @@ class Ledger(LedgerLog):
 
     def expire(self, partner: str, code: str) -> Transaction:
         return self.settlement.expire(partner, code)
-
-    def change_transaction(
-        self,
-        partner: str,
-        code: str,
-        command: Callable[[Transaction, datetime], None],
-        release_limits: bool = False,
-    ) -> Transaction:
-        return self.settlement.changes.apply(partner, code, command, release_limits)
 
     # --- the alternative endpoints -------------------------------------------------------------------------
 

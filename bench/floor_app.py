@@ -17,7 +17,7 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 from litestar import Litestar, get, post
 
-from application.database import ensure_schema, eventsourcing_env
+from application.store.database import ensure_schema, eventsourcing_env
 from bench.echo_app import BuyBody, serve
 
 SCHEMA = "floor"

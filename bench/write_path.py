@@ -7,9 +7,10 @@ Run:
 
 Each thread saves new aggregates in a loop (`--aggregates-per-save` aggregates of one event each per save,
 as a created buy saves its transaction and two limit windows) through an eventsourcing `Application` whose
-environment comes from `application.database.eventsourcing_env`, once with eventsourcing's own PostgreSQL
-recorder (BROKER_LEDGER_GROUP_COMMIT=off: one transaction and one table lock per save) and once with
-`application.group_commit.GroupCommitRecorder`. Each run writes into a fresh schema, dropped afterwards.
+environment comes from `application.store.database.eventsourcing_env`, once with eventsourcing's own
+PostgreSQL recorder (BROKER_LEDGER_GROUP_COMMIT=off: one transaction and one table lock per save) and once
+with `application.store.group_commit.GroupCommitRecorder`. Each run writes into a fresh schema, dropped
+afterwards.
 Prints saves/s, events/s, and for group commit the mean number of saves per committed transaction.
 """
 
@@ -26,7 +27,7 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 from psycopg import sql
 
-from application.database import GROUP_COMMIT_ENV, ensure_schema, eventsourcing_env
+from application.store.database import GROUP_COMMIT_ENV, ensure_schema, eventsourcing_env
 
 
 class Entry(Aggregate):

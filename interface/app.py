@@ -19,7 +19,10 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from application.adapters.addresses import Bip32AddressBook
 from application.adapters.prices import price_source_from
 from application.credentials import Credentials, load_or_create_credentials, var_dir
-from application.database import (
+from application.ledger import Ledger
+from application.ports import Clock, SystemClock
+from application.settings import Settings
+from application.store.database import (
     IDLE_SECONDS,
     api_pools,
     ensure_schema,
@@ -28,9 +31,6 @@ from application.database import (
     resolve_database_url,
     tagged,
 )
-from application.ledger import Ledger
-from application.ports import Clock, SystemClock
-from application.settings import Settings
 from application.sweeper import ExpirySweeper
 from interface.auth import FailedAttempts, TokenService
 from interface.bodies import StrictJsonRequest

@@ -20,9 +20,9 @@ from cyclopts import App, Parameter
 
 from application.adapters.addresses import Bip32AddressBook
 from application.credentials import ClientRecord, CredentialsError, stored_token_key, var_dir
-from application.database import APP_NAME
 from application.ports import SystemClock
 from application.settings import SettingsError, settings_path
+from application.store.database import APP_NAME
 from interface.auth import InvalidScope, TokenService
 from interface.settings import ServiceSettings, load_service_settings
 
@@ -141,9 +141,9 @@ def token(*, client: str, scope: str | None = None, settings: SettingsOption = N
 
 
 app.command("interface.serve:serve", name="serve")
-app.command("projections.cli:app", name="projections")
-app.command("projections.audit_cli:app", name="audit")
-app.command("projections.analyst_cli:app", name="analyst")
+app.command("interface.projections_cli:app", name="projections")
+app.command("interface.audit_cli:app", name="audit")
+app.command("interface.analyst_cli:app", name="analyst")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

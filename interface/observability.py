@@ -6,9 +6,10 @@ the same request is counted in `broker_ledger_requests_total` and timed in
 `broker_ledger_request_duration_seconds`. Both wrap the whole application, so refusals made before routing
 (404, 405, text that cannot be stored) are seen too.
 
-`GET /metrics` answers Prometheus' text format: the counters of `application.metrics` (added up over every
-worker when `PROMETHEUS_MULTIPROC_DIR` is set), and, read at scrape time, each projection's position and lag
-behind the event log and this worker's connection pools.
+`GET /metrics` answers Prometheus' text format: the counters, each defined where it is counted (requests here,
+group-commit batches in the store, callback attempts by the delivery worker), added up over every worker when
+`PROMETHEUS_MULTIPROC_DIR` is set; and, read at scrape time, each projection's position and lag behind the
+event log and this worker's connection pools.
 """
 
 from __future__ import annotations
@@ -22,15 +23,26 @@ from typing import Any
 from litestar import Response, get
 from litestar.datastructures import State
 from litestar.types import Message, Receive, Scope, Send
-from prometheus_client import REGISTRY, CollectorRegistry, generate_latest, multiprocess
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from psycopg import sql
 
-from application.log import EVENTS_SCHEMA
-from application.metrics import REQUEST_SECONDS, REQUESTS
+from application.store.log import EVENTS_SCHEMA
 from interface.paths import CaseInsensitiveLitestar
 from projections.postgres import READ_SCHEMA
+
+REQUESTS = Counter(
+    "broker_ledger_requests",
+    "HTTP requests answered, by method, route (the path template) and status",
+    ["method", "route", "status"],
+)
+REQUEST_SECONDS = Histogram(
+    "broker_ledger_request_duration_seconds",
+    "Time from a request's arrival to the last byte of its answer, by method, route and status",
+    ["method", "route", "status"],
+    buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
 
 access_log = logging.getLogger("broker_ledger.access")
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"

@@ -68,7 +68,7 @@ SHARED_CODES = {
         ("idempotency_key_reused", "keyed"),
     ],
     429: [("rate_limited", "limited")],
-    503: [("database_unavailable", "database")],
+    503: [("database_unavailable", "database"), ("concurrent_update", "keyed")],
 }
 
 

@@ -10,7 +10,6 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
-import msgspec
 from eventsourcing.domain import DomainEvent
 
 from application.commands import LimitUsage
@@ -20,7 +19,14 @@ from domain.account import Account
 from domain.customer import Customer
 from domain.money import WIDE, Asset
 from domain.pricing import Price
-from domain.transaction import Order, Status, Transaction, balance_mutation
+from domain.transaction import Order, Transaction
+from domain.transaction_view import (
+    TransactionView,
+    shows_valid_until,
+    simulated_view,
+    stored_view,
+    transaction_view,
+)
 from interface.schemas import responses as r
 
 
@@ -70,115 +76,60 @@ def limits(settings: Settings, customer: Customer, usages: list[LimitUsage]) -> 
 
 
 def transaction(settings: Settings, tx: Transaction) -> r.TransactionEnvelope:
-    payment = tx.payment
-    body = _transaction_body(settings, tx.order, tx.status, tx.created, tx.updated)
-    body = _with(
-        body,
-        valid_until=tx.valid_until if tx.order.type == "BROKERSELL" or tx.status == Status.STAGED else None,
-        payment_reference=tx.payout_reference or tx.order.payment_reference,
-        blockchain_transaction_id=payment.tx_id if payment else None,
-        confirmations=payment.confirmations if payment else None,
-    )
-    return r.TransactionEnvelope(transaction=body)
+    return r.TransactionEnvelope(transaction=transaction_body(settings, transaction_view(tx)))
 
 
 def simulation(settings: Settings, order: Order, at: datetime) -> r.TransactionEnvelope:
-    return r.TransactionEnvelope(transaction=_transaction_body(settings, order, Status.SIMULATED, at, at))
-
-
-def _with(body: r.Transaction, **changes: object) -> r.Transaction:
-    return msgspec.structs.replace(body, **changes)
-
-
-def _transaction_body(
-    settings: Settings, order: Order, status: str, created: datetime, updated: datetime
-) -> r.Transaction:
-    fiat = settings.fiat(order.currency)
-    crypto = settings.crypto_asset(order.crypto)
-    quote = order.quote
-    fees = quote.fees
-    crypto_mutation, fiat_mutation = balance_mutation(order)
-    return r.Transaction(
-        transaction_code=order.code,
-        type=order.type,
-        status=status,
-        customer_code=order.customer_code,
-        account_code=order.account_code,
-        crypto_code=order.crypto,
-        currency_code=order.currency,
-        payment_method_code=order.payment_method,
-        destination_crypto_address=order.destination_address or None,
-        requested_amounts=r.Amounts(
-            crypto_amount=_scaled(crypto, quote.requested_crypto),
-            fiat_value=_scaled(fiat, quote.requested_fiat),
-            crypto_price=_scaled(fiat, quote.requested_price),
-        ),
-        executed_amounts=r.Amounts(
-            crypto_amount=_scaled(crypto, quote.crypto_amount),
-            fiat_value=_scaled(fiat, quote.fiat_value),
-            crypto_price=_scaled(fiat, quote.price),
-        ),
-        fees=r.Fees(
-            partner_fee_fiat=_scaled(fiat, fees.partner_fiat),
-            partner_fee_crypto=_scaled(crypto, fees.partner_crypto),
-            bank_fee_fiat=_scaled(fiat, fees.bank_fiat),
-            bank_fee_crypto=_scaled(crypto, fees.bank_crypto),
-            network_fee_fiat=_scaled(fiat, fees.network_fiat),
-            network_fee_crypto=_scaled(crypto, fees.network_crypto),
-        ),
-        balance_mutation=r.BalanceMutation(
-            crypto=_scaled(crypto, crypto_mutation), fiat=_scaled(fiat, fiat_mutation)
-        ),
-        payment_reference=order.payment_reference,  # the payout's reference, once given, in `transaction`
-        data=order.data or None,
-        created=created,
-        updated=updated,
-    )
+    return r.TransactionEnvelope(transaction=transaction_body(settings, simulated_view(order, at)))
 
 
 def transaction_row(settings: Settings, row: dict[str, Any]) -> r.Transaction:
-    """A transaction as the read model `read.transactions` holds it, in the same shape as `transaction`."""
-    fiat = settings.fiat(row["currency_code"])
-    crypto = settings.crypto_asset(row["crypto_code"])
-    shows_valid_until = row["type"] == "BROKERSELL" or row["status"] == Status.STAGED
+    """A transaction as the read model `read.transactions` holds it: the view it stores, shown as any is."""
+    return transaction_body(settings, stored_view(row))
+
+
+def transaction_body(settings: Settings, view: TransactionView) -> r.Transaction:
+    """The one rendering of a transaction's view (from the aggregate, a simulation or a read-model row)."""
+    fiat = settings.fiat(view.currency_code)
+    crypto = settings.crypto_asset(view.crypto_code)
     return r.Transaction(
-        transaction_code=row["transaction_code"],
-        type=row["type"],
-        status=row["status"],
-        customer_code=row["customer_code"],
-        account_code=row["account_code"],
-        crypto_code=row["crypto_code"],
-        currency_code=row["currency_code"],
-        payment_method_code=row["payment_method_code"],
-        destination_crypto_address=row["destination_address"],
+        transaction_code=view.transaction_code,
+        type=view.type,
+        status=view.status,
+        customer_code=view.customer_code,
+        account_code=view.account_code,
+        crypto_code=view.crypto_code,
+        currency_code=view.currency_code,
+        payment_method_code=view.payment_method_code,
+        destination_crypto_address=view.destination_address,
         requested_amounts=r.Amounts(
-            crypto_amount=_scaled(crypto, row["requested_crypto_amount"]),
-            fiat_value=_scaled(fiat, row["requested_fiat_value"]),
-            crypto_price=_scaled(fiat, row["requested_price"]),
+            crypto_amount=_scaled(crypto, view.requested_crypto_amount),
+            fiat_value=_scaled(fiat, view.requested_fiat_value),
+            crypto_price=_scaled(fiat, view.requested_price),
         ),
         executed_amounts=r.Amounts(
-            crypto_amount=_scaled(crypto, row["crypto_amount"]),
-            fiat_value=_scaled(fiat, row["fiat_value"]),
-            crypto_price=_scaled(fiat, row["crypto_price"]),
+            crypto_amount=_scaled(crypto, view.crypto_amount),
+            fiat_value=_scaled(fiat, view.fiat_value),
+            crypto_price=_scaled(fiat, view.crypto_price),
         ),
         fees=r.Fees(
-            partner_fee_fiat=_scaled(fiat, row["partner_fee_fiat"]),
-            partner_fee_crypto=_scaled(crypto, row["partner_fee_crypto"]),
-            bank_fee_fiat=_scaled(fiat, row["bank_fee_fiat"]),
-            bank_fee_crypto=_scaled(crypto, row["bank_fee_crypto"]),
-            network_fee_fiat=_scaled(fiat, row["network_fee_fiat"]),
-            network_fee_crypto=_scaled(crypto, row["network_fee_crypto"]),
+            partner_fee_fiat=_scaled(fiat, view.partner_fee_fiat),
+            partner_fee_crypto=_scaled(crypto, view.partner_fee_crypto),
+            bank_fee_fiat=_scaled(fiat, view.bank_fee_fiat),
+            bank_fee_crypto=_scaled(crypto, view.bank_fee_crypto),
+            network_fee_fiat=_scaled(fiat, view.network_fee_fiat),
+            network_fee_crypto=_scaled(crypto, view.network_fee_crypto),
         ),
         balance_mutation=r.BalanceMutation(
-            crypto=_scaled(crypto, row["balance_crypto"]), fiat=_scaled(fiat, row["balance_fiat"])
+            crypto=_scaled(crypto, view.balance_crypto), fiat=_scaled(fiat, view.balance_fiat)
         ),
-        payment_reference=row.get("payout_reference") or row["payment_reference"],
-        data=row["data"] or None,
-        created=_utc(row["created"]),
-        updated=_utc(row["updated"]),
-        valid_until=_utc(row["valid_until"]) if shows_valid_until else None,
-        blockchain_transaction_id=row["blockchain_tx_id"],
-        confirmations=row["confirmations"],
+        payment_reference=view.payout_reference or view.payment_reference,  # the payout's, once given
+        data=view.data or None,
+        created=_utc(view.created),
+        updated=_utc(view.updated),
+        valid_until=_utc(view.valid_until) if shows_valid_until(view) else None,
+        blockchain_transaction_id=view.blockchain_tx_id,
+        confirmations=view.confirmations,
     )
 
 

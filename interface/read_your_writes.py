@@ -2,7 +2,7 @@
 write, not for the whole event log.
 
 Around each POST and PUT of an authenticated partner, `ReadYourWritesMiddleware` opens a `WritePosition`
-(`application/positions.py`); the use case's saves raise it to the last notification id they recorded.
+(`application/store/positions.py`); the use case's saves raise it to the last notification id they recorded.
 Before the answer leaves, that position is kept in `api.write_positions`, one row per partner, so every
 worker and replica sees it. A read (`Reader`, `GET /reserves`) then waits, boundedly, until the read model
 has processed that position; a partner that has written nothing waits for nothing.
@@ -19,7 +19,7 @@ from psycopg import Connection, sql
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from application.positions import tracking_writes
+from application.store.positions import tracking_writes
 
 log = logging.getLogger("broker_ledger.reading")
 POOL_WAIT_SECONDS = 3

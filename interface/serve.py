@@ -15,9 +15,9 @@ import uvicorn
 from cyclopts import Parameter
 
 from application.credentials import load_or_create_credentials, var_dir
-from application.database import redact, resolve_database_url
 from application.logs import configure_logging, log_config
 from application.settings import SETTINGS_ENV
+from application.store.database import redact, resolve_database_url
 from interface.app import PROJECTIONS_ENV
 from interface.cli import USAGE_ERROR, SettingsOption, settings_or_none
 from interface.http_limits import PROTOCOL as HEAD_LIMITED_HTTP

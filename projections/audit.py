@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from psycopg.sql import SQL, Identifier
 
-from application.database import eventsourcing_env
-from application.log import EVENTS_SCHEMA, LedgerLog
+from application.store.database import eventsourcing_env
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit_chain_check import check_chain
 from projections.audit_export import export
 from projections.audit_lag import check_projections_keep_up

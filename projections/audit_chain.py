@@ -38,7 +38,7 @@ from eventsourcing.persistence import Notification, Tracking
 from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Composed, Identifier
 
-from application.log import EVENTS_SCHEMA, LedgerLog
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.postgres import ReadModel
 
 GENESIS = "00" * 32

@@ -32,8 +32,8 @@ import msgspec
 from eventsourcing.persistence import Mapper
 from psycopg.sql import SQL, Composed, Identifier
 
-from application.database import eventsourcing_env
-from application.log import EVENTS_SCHEMA, LedgerLog
+from application.store.database import eventsourcing_env
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit_chain import CHAIN_TABLE, EVENTS_TABLE, GENESIS
 from projections.audit_sql import small_pool, snapshot, table_exists
 from projections.postgres import READ_SCHEMA

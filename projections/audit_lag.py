@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import psycopg
 
-from application.database import eventsourcing_env
-from application.log import EVENTS_SCHEMA, LedgerLog
+from application.store.database import eventsourcing_env
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections import status
 from projections.audit_sql import FAILED, OK, Check, small_pool
 from projections.runner import ProjectionSpec

@@ -18,7 +18,7 @@ import psycopg
 from eventsourcing.postgres import PostgresDatastore
 from psycopg.rows import DictRow, dict_row
 
-from application.database import PROJECTION_TIMEOUTS, tagged, with_timeouts
+from application.store.database import PROJECTION_TIMEOUTS, tagged, with_timeouts
 
 
 class LentConnection:

@@ -11,35 +11,29 @@ from __future__ import annotations
 
 from datetime import UTC
 from decimal import Decimal
-from functools import partial, singledispatchmethod
+from functools import partial
 from time import monotonic, sleep
 from typing import Any
 from uuid import UUID
 
 import msgspec
+from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier, Placeholder
-from psycopg.types.json import Jsonb
 
 from domain.account import Account
 from domain.customer import Customer, CustomerStatus
-from domain.transaction import Order, Status, Transaction, balance_mutation
+from domain.transaction import Status, Transaction
+from domain.transaction_view import transaction_view
 from projections.postgres import ReadModel, columns
-from projections.read_tables import AMOUNT_COLUMNS, TABLES, VOLUME_SUMS, create_statements
-
-
-def _jsonb_value(value: Any) -> Any:
-    if isinstance(value, Jsonb):
-        return value.obj
-    raise TypeError(f"a read-model row holds a {type(value).__name__}, which has no JSON form here")
-
+from projections.read_tables import TABLES, VOLUME_SUMS, create_statements
 
 # Rows as JSON records for jsonb_populate_recordset: amounts as exact decimal strings, times in RFC 3339.
-ROWS_AS_JSON = msgspec.json.Encoder(enc_hook=_jsonb_value)
+ROWS_AS_JSON = msgspec.json.Encoder()
 VOLUME_KEY = ("partner", "customer_code", "payment_method_code", "type", "currency_code", "crypto_code")
 CREATE_LOCK = 0x52454144_4D4F444C  # serialises concurrent creation of the tables by several workers
 
@@ -123,6 +117,8 @@ class ReadModels(ReadModel):
         old = rows.get(event.originator_id)
         if old is None or old["version"] >= event.originator_version:
             return  # applied already
+        if not values.keys() <= old.keys():
+            raise KeyError(f"read.transactions has no column {sorted(values.keys() - old.keys())}")
         status = values.get("status", old["status"])
         if status != old["status"]:
             values["previous_status"] = old["status"]
@@ -265,47 +261,14 @@ def volume_amounts(transaction: dict[str, Any]) -> dict[str, Decimal]:
 
 
 def transaction_row(event: Transaction.Staged | Transaction.Initiated, tracking: Tracking) -> dict[str, Any]:
-    """The first row of a transaction, from the event that created it."""
-    order: Order = event.order
-    quote, fees = order.quote, order.quote.fees
-    crypto_mutation, fiat_mutation = balance_mutation(order)
-    amounts = (
-        *(quote.requested_crypto, quote.requested_fiat, quote.requested_price),
-        *(quote.crypto_amount, quote.fiat_value, quote.price, quote.crypto_value),
-        *(fees.partner_fiat, fees.partner_crypto, fees.bank_fiat, fees.bank_crypto),
-        *(fees.network_fiat, fees.network_crypto, crypto_mutation, fiat_mutation, order.limit_amount),
-    )
+    """The first row of a transaction: the view of the aggregate its first event makes (see
+    `domain.transaction_view`: one column per field), and the row's version and position."""
+    transaction: Transaction = event.mutate(None)
     return {
-        "partner": order.partner,
-        "transaction_code": order.code,
-        "id": event.originator_id,
-        "type": str(order.type),
-        "status": opening_status(event),
-        "customer_code": order.customer_code,
-        "account_code": order.account_code,
-        "crypto_code": order.crypto,
-        "currency_code": order.currency,
-        "payment_method_code": order.payment_method,
-        "destination_address": order.destination_address or None,
-        "deposit_path": order.deposit_path,
-        "payment_reference": order.payment_reference,
-        "callback_url": order.callback_url,
-        "customer_ip": getattr(order, "customer_ip", None),
-        "data": Jsonb(dict(order.data)),
-        **dict(zip(AMOUNT_COLUMNS, amounts, strict=True)),
-        "created": event.at,
-        "updated": event.at,
-        "valid_until": event.valid_until,
+        **msgspec.structs.asdict(transaction_view(transaction)),
         "version": event.originator_version,
         "notification_id": tracking.notification_id,
     }
-
-
-def opening_status(event: Transaction.Staged | Transaction.Initiated) -> Status:
-    """A buy created without `stage` is Sending from its first event (see `Transaction.send_buy`)."""
-    if isinstance(event, Transaction.Initiated):
-        return Status.INITIATED
-    return Status.SENDING if event.commit_at_once else Status.STAGED
 
 
 STATUS_OF_EVENT: dict[type, Status | None] = {

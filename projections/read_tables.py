@@ -8,30 +8,19 @@ reader can tell how fresh it is and an event applied a second time changes nothi
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, get_args, get_origin, get_type_hints
+from uuid import UUID
 
 from psycopg.sql import SQL, Composed, Identifier
+
+from domain.transaction_view import FIELDS as TRANSACTION_FIELDS
+from domain.transaction_view import TransactionView
 
 TABLES = ("customers", "accounts", "transactions", "transaction_status_history", "daily_volumes")
 VIEWS = ("monthly_volumes",)
 
-AMOUNT_COLUMNS = (
-    "requested_crypto_amount",
-    "requested_fiat_value",
-    "requested_price",
-    "crypto_amount",
-    "fiat_value",
-    "crypto_price",
-    "crypto_value",
-    "partner_fee_fiat",
-    "partner_fee_crypto",
-    "bank_fee_fiat",
-    "bank_fee_crypto",
-    "network_fee_fiat",
-    "network_fee_crypto",
-    "balance_crypto",
-    "balance_fiat",
-    "limit_amount",
-)
 VOLUME_SUMS = (
     "fiat_value",
     "crypto_amount",
@@ -73,52 +62,41 @@ ACCOUNTS = """CREATE TABLE IF NOT EXISTS {accounts} (
     notification_id bigint NOT NULL,
     PRIMARY KEY (partner, account_code))"""
 
-TRANSACTIONS = """CREATE TABLE IF NOT EXISTS {transactions} (
-    partner text NOT NULL,
-    transaction_code text NOT NULL,
-    id uuid NOT NULL UNIQUE,
-    type text NOT NULL,
-    status text NOT NULL,
-    previous_status text,
-    customer_code text NOT NULL,
-    account_code text,
-    crypto_code text NOT NULL,
-    currency_code text NOT NULL,
-    payment_method_code text NOT NULL,
-    destination_address text,
-    deposit_path text,
-    payment_reference text,
-    callback_url text,
-    customer_ip text,
-    data jsonb NOT NULL DEFAULT '{{}}',
-    requested_crypto_amount numeric,
-    requested_fiat_value numeric,
-    requested_price numeric,
-    crypto_amount numeric NOT NULL,
-    fiat_value numeric NOT NULL,
-    crypto_price numeric NOT NULL,
-    crypto_value numeric NOT NULL,
-    partner_fee_fiat numeric NOT NULL,
-    partner_fee_crypto numeric NOT NULL,
-    bank_fee_fiat numeric NOT NULL,
-    bank_fee_crypto numeric NOT NULL,
-    network_fee_fiat numeric NOT NULL,
-    network_fee_crypto numeric NOT NULL,
-    balance_crypto numeric NOT NULL,
-    balance_fiat numeric NOT NULL,
-    limit_amount numeric NOT NULL,
-    created timestamptz NOT NULL,
-    updated timestamptz NOT NULL,
-    valid_until timestamptz,
-    blockchain_tx_id text,
-    confirmations integer,
-    received_crypto_amount numeric,
-    payout_reference text,
-    customer_bank_account_id text,
-    cancel_reason text,
-    version integer NOT NULL,
-    notification_id bigint NOT NULL,
-    PRIMARY KEY (partner, transaction_code))"""
+# `read.transactions` has a column per field of `TransactionView`, in its order, of the field's SQL type (NOT
+# NULL unless the field may be None), and the row's own bookkeeping: `previous_status` after `status`, then
+# `version` and `notification_id`.
+SQL_TYPES = {
+    str: "text",
+    int: "integer",
+    Decimal: "numeric",
+    datetime: "timestamptz",
+    UUID: "uuid",
+    dict: "jsonb",
+}
+COLUMN_EXTRAS = {"id": " UNIQUE", "data": " DEFAULT '{{}}'"}
+ROW_COLUMNS_AFTER = {"status": ("previous_status text",)}
+ROW_COLUMNS = ("version integer NOT NULL", "notification_id bigint NOT NULL")
+
+
+def column_definition(name: str, annotation: Any) -> str:
+    """A view field's column: `name type [NOT NULL]` (an optional field is nullable)."""
+    args = get_args(annotation)
+    nullable = type(None) in args
+    kind = next(a for a in args if a is not type(None)) if nullable else annotation
+    sql_type = SQL_TYPES[get_origin(kind) or kind]
+    return f"{name} {sql_type}{'' if nullable else ' NOT NULL'}{COLUMN_EXTRAS.get(name, '')}"
+
+
+def transactions_table() -> str:
+    hints = get_type_hints(TransactionView)
+    columns: list[str] = []
+    for name in TRANSACTION_FIELDS:
+        columns += [column_definition(name, hints[name]), *ROW_COLUMNS_AFTER.get(name, ())]
+    columns += [*ROW_COLUMNS, "PRIMARY KEY (partner, transaction_code)"]
+    return "CREATE TABLE IF NOT EXISTS {transactions} (\n    " + ",\n    ".join(columns) + ")"
+
+
+TRANSACTIONS = transactions_table()
 
 STATUS_HISTORY = """CREATE TABLE IF NOT EXISTS {transaction_status_history} (
     partner text NOT NULL,

@@ -22,8 +22,8 @@ from eventsourcing.projection import Projection
 from eventsourcing.utils import Environment, resolve_topic
 from psycopg import sql
 
-from application.database import PROJECTION_TIMEOUTS, ensure_schema, eventsourcing_env, pool_settings
-from application.log import EVENTS_SCHEMA, LedgerLog
+from application.store.database import PROJECTION_TIMEOUTS, ensure_schema, eventsourcing_env, pool_settings
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections import status
 from projections.connection import lend, locked
 from projections.postgres import READ_SCHEMA, ReadModel
@@ -163,12 +163,9 @@ def process(projection: Projection[Any], notification: Notification, decode: Dec
 
 @functools.cache
 def handles(projection_class: type[Projection[Any]], topic: str) -> bool:
-    """Whether `projection_class` does more than skip events of `topic`: it says so (`reads`), or its
-    `process_event` dispatches on the event's class to more than its default (a singledispatchmethod)."""
+    """Whether `projection_class` does more than skip events of `topic`: its `process_event` (a
+    singledispatchmethod, see `projections`) dispatches the event's class to more than its default."""
     event_class = resolve_topic(topic)
-    reads = getattr(projection_class, "reads", None)
-    if reads is not None:
-        return bool(reads(event_class))
     dispatcher = getattr(inspect.getattr_static(projection_class, "process_event"), "dispatcher", None)
     if dispatcher is None:
         return True

@@ -26,7 +26,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from application.database import (
+from application.store.database import (
     ensure_schema,
     eventsourcing_env,
     redact,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
-from application.database import redact
+from application.store.database import redact
 
 SUITE_CONNECTIONS = 40  # the most this suite holds at once (measured by conftest's ConnectionSampler)
 TOO_MANY = "too many clients"

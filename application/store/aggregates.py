@@ -24,7 +24,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import RecordConflictError
 
-from application.positions import note_recorded
+from application.store.positions import note_recorded
 from domain.account import Account
 from domain.customer import Customer
 from domain.deposits import AddressPool
@@ -39,8 +39,12 @@ _loaded: ContextVar[dict[UUID, list[Any]] | None] = ContextVar("ledger_loaded", 
 
 
 class ConcurrencyExhausted(DomainError):
+    """A use case lost every race with concurrent requests: nothing was recorded, and the same request may
+    pass a moment later, so it is answered as a service that cannot serve now (503, Retry-After; an
+    Idempotency-Key keeps no such answer)."""
+
     code = "concurrent_update"
-    kind = Refusal.CONFLICT
+    kind = Refusal.UNAVAILABLE
     title = "Too many concurrent updates"
 
 
@@ -120,22 +124,25 @@ class LedgerStore:
     # --- aggregates by business key ----------------------------------------------------------------------
 
     def customer(self, partner: str, code: str) -> Customer:
-        customer = self.find(Customer.create_id(partner, code))
-        if customer is None:
-            raise CustomerNotFound(f"no customer with customerCode {code!r}")
-        return customer
+        return self._named(
+            Customer.create_id(partner, code), CustomerNotFound(f"no customer with customerCode {code!r}")
+        )
 
     def account(self, partner: str, code: str) -> Account:
-        account = self.find(Account.create_id(partner, code))
-        if account is None:
-            raise AccountNotFound(f"no account with accountCode {code!r}")
-        return account
+        return self._named(
+            Account.create_id(partner, code), AccountNotFound(f"no account with accountCode {code!r}")
+        )
 
     def transaction(self, partner: str, code: str) -> Transaction:
-        transaction = self.find(Transaction.create_id(partner, code))
-        if transaction is None:
-            raise TransactionNotFound(f"no transaction with code {code!r}")
-        return transaction
+        return self._named(
+            Transaction.create_id(partner, code), TransactionNotFound(f"no transaction with code {code!r}")
+        )
+
+    def _named(self, aggregate_id: UUID, not_found: DomainError) -> Any:
+        aggregate = self.find(aggregate_id)
+        if aggregate is None:
+            raise not_found
+        return aggregate
 
     def address_pool(self, crypto: str) -> AddressPool:
         """The crypto-currency's deposit address pool (from its latest snapshot and the events since)."""

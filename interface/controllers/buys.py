@@ -3,7 +3,6 @@ from __future__ import annotations
 from litestar import Controller, Request, post
 from litestar.params import JSONBody
 
-from application.commands import BuyRequest
 from interface import presenters
 from interface.controllers.common import (
     IdempotencyKey,
@@ -14,26 +13,9 @@ from interface.controllers.common import (
     version_header,
 )
 from interface.schemas import responses as r
+from interface.schemas.commands import buy_request
 from interface.schemas.requests import BrokerBuy, BrokerBuyCreate
 from interface.security import BROKER, authorize, roles
-
-
-def buy_request(data: BrokerBuy) -> BuyRequest:
-    return BuyRequest(
-        customer_code=data.customer_code,
-        currency=data.currency_code,
-        crypto=data.crypto_code,
-        fiat_value=data.fiat_value,
-        destination_address=data.destination_address,
-        payment_method=data.payment_method_code,
-        account_code=data.account_code,
-        requested_price=data.requested_price,
-        bank_account_number=data.bank_account_number,
-        callback_url=data.callback_url,
-        blockchain_message=data.blockchain_message,
-        payment_reference=data.payment_reference,
-        data=dict(data.data or {}),
-    )
 
 
 class BrokerBuyController(Controller):

@@ -3,7 +3,6 @@ from __future__ import annotations
 from litestar import Controller, Request, post
 from litestar.params import JSONBody
 
-from application.commands import SellRequest
 from interface import presenters
 from interface.controllers.common import (
     IdempotencyKey,
@@ -14,24 +13,9 @@ from interface.controllers.common import (
     version_header,
 )
 from interface.schemas import responses as r
+from interface.schemas.commands import sell_request
 from interface.schemas.requests import BrokerSell
 from interface.security import BROKER, authorize, roles
-
-
-def sell_request(data: BrokerSell) -> SellRequest:
-    return SellRequest(
-        customer_code=data.customer_code,
-        account_code=data.account_code,
-        currency=data.currency_code,
-        crypto=data.crypto_code,
-        payment_method=data.payment_method_code,
-        fiat_value=data.fiat_value,
-        crypto_amount=data.crypto_amount,
-        requested_price=data.requested_price,
-        callback_url=data.callback_url,
-        payment_reference=data.payment_reference,
-        data=dict(data.data or {}),
-    )
 
 
 class BrokerSellController(Controller):

@@ -24,15 +24,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from prometheus_client import Counter
 from standardwebhooks import Webhook
 
-from application.metrics import CALLBACK_ATTEMPTS
 from domain.errors import CallbackUrlRefused
 from domain.transaction import Transaction
 from projections.callbacks.outbox import DELIVERED, FAILED, STOPPED, Attempt, Delivery, DeliveryStore
 from projections.callbacks.sender import Answer, SendFailed, post
 from projections.callbacks.snapshots import restore
 from projections.callbacks.urls import CallbackUrlPolicy, ResolvedUrl
+
+CALLBACK_ATTEMPTS = Counter(
+    "broker_ledger_callback_attempts",
+    "Callback deliveries tried, by outcome (delivered, failed, stopped)",
+    ["outcome"],
+)
 
 log = logging.getLogger("broker_ledger.callbacks")
 EVENT_TYPE = "transaction.status_changed"

@@ -21,6 +21,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Composed
@@ -141,13 +142,10 @@ class CallbackOutboxProjection(Projection[CallbackOutbox]):
 
     name = "CallbackOutbox"
 
-    @staticmethod
-    def reads(event_class: type) -> bool:
-        """Only transaction events are decoded for it (see `projections.runner.process`)."""
-        return issubclass(event_class, Transaction.Event)
-
+    @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        if isinstance(domain_event, Transaction.Event):
-            self.view.apply(domain_event, tracking)
-        else:
-            self.view.skip(tracking)
+        self.view.skip(tracking)
+
+    @process_event.register
+    def _transaction_event(self, domain_event: Transaction.Event, tracking: Tracking) -> None:
+        self.view.apply(domain_event, tracking)

@@ -15,7 +15,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, Snapshot
 from eventsourcing.persistence import DatetimeAsISO, DecimalAsStr, JSONTranscoder, UUIDAsHex
 
-from application.transcodings import register_value_objects
+from application.store.transcodings import register_value_objects
 from domain.transaction import Transaction
 
 _TRANSCODER = JSONTranscoder()

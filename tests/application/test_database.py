@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from eventsourcing.application import Application
 
-from application import database
-from application.database import (
+from application.store import database
+from application.store.database import (
     ApiPools,
     api_pools,
     ensure_schema,
@@ -44,7 +44,7 @@ def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypat
     monkeypatch.delenv("BROKER_LEDGER_GROUP_COMMIT", raising=False)
     env = eventsourcing_env("postgresql://broker:s%40cret@db.example:6543/ledger", "ledger")
     assert env == {
-        "PERSISTENCE_MODULE": "application.database:BudgetedPostgresFactory",
+        "PERSISTENCE_MODULE": "application.store.database:BudgetedPostgresFactory",
         "POSTGRES_DBNAME": "ledger",
         "POSTGRES_HOST": "db.example",
         "POSTGRES_PORT": "6543",
@@ -57,7 +57,7 @@ def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypat
         "POSTGRES_CONNECT_TIMEOUT": "3",
         "POSTGRES_PRE_PING": "no",
         "POSTGRES_OPTIONS": "-c lock_timeout=5000 -c statement_timeout=10000",
-        "APPLICATION_RECORDER_TOPIC": "application.group_commit:GroupCommitRecorder",
+        "APPLICATION_RECORDER_TOPIC": "application.store.group_commit:GroupCommitRecorder",
     }
 
 

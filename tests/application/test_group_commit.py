@@ -11,7 +11,7 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 
-from application.group_commit import GroupCommitRecorder, PendingSave
+from application.store.group_commit import GroupCommitRecorder, PendingSave
 from tests.application.notes import Note
 
 WRITERS = 16

@@ -15,8 +15,8 @@ import pytest
 from eventsourcing.application import Application
 from eventsourcing.persistence import DataError, OperationalError, StoredEvent
 
-from application import group_commit
-from application.group_commit import GroupCommitRecorder, PendingSave
+from application.store import group_commit
+from application.store.group_commit import GroupCommitRecorder, PendingSave
 from tests.application.notes import Note
 
 SHORT_LOCK_TIMEOUT = 0.5

@@ -15,8 +15,8 @@ from eventsourcing.utils import Environment
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from application.database import build_url, ensure_schema, eventsourcing_env
-from application.log import EVENTS_SCHEMA, LedgerLog
+from application.store.database import build_url, ensure_schema, eventsourcing_env
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 
 WORKERS = 6
 

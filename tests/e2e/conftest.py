@@ -1,9 +1,11 @@
-"""End-to-end fixtures: one real server process for the tests of this package (stopped when they end, so its
-connections are free for the rest of the suite), on a fresh database, and a client per role.
+"""End-to-end fixtures: the real app in-process for the tests of this package, and a client per role.
 
-The server is `broker-ledger serve --workers 2` with the demo settings, its var directory in tmp (generated
-client secrets and token signing key) and DATABASE_URL set to the session's fresh database. Tokens come from
-the real OAuth2 endpoint with the secrets the server wrote to `<var>/client-secrets.txt`.
+The app is `create_app(build_runtime(...))` with the demo settings and its projections running, on the
+session's database, with its var directory in tmp (generated client secrets and token signing key), served
+through litestar's test client: every HTTP behaviour is tested on it without a server process. `connect`
+makes an `Api` client on it; tokens come from the real OAuth2 endpoint with the secrets the app wrote to
+`<var>/client-secrets.txt`. What needs a real process (sockets, signals, workers, the server's log) is in
+`tests/e2e/process/`, whose conftest gives the same fixtures on a real `broker-ledger serve`.
 """
 
 from __future__ import annotations
@@ -12,84 +14,93 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from litestar.testing import TestClient
 
 from tests.e2e.support import (
+    API_VERSION,
     CLIENTS,
     AddressSource,
     Api,
+    Connect,
     Customer,
     active_customer,
     api_client,
     client_secrets,
     obtain_token,
-    running_server,
     signing_key,
 )
+from tests.in_process import AppTransport, app_client
 
 
 @pytest.fixture(scope="package")
 def server_var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("e2e-server") / "var"
+    return tmp_path_factory.mktemp("e2e-app") / "var"
 
 
 @pytest.fixture(scope="package")
-def server_log(server_var: Path) -> Path:
-    return server_var.parent / "server.log"
+def app(database_url: str, server_var: Path) -> Iterator[TestClient]:
+    """The real app in-process, its projections running (stopped when the package ends)."""
+    with app_client(database_url, server_var, projections=True) as client:
+        yield client
 
 
 @pytest.fixture(scope="package")
-def base_url(database_url: str, server_var: Path, server_log: Path) -> Iterator[str]:
-    with running_server(database_url, server_var, server_log, workers=2) as url:
-        yield url
+def connect(app: TestClient) -> Connect:
+    """A new `Api` client of the in-process app (any number, from any thread): `connect(token, version)`."""
+    transport = AppTransport(app)
+
+    def make(token: str | None = None, version: str | None = API_VERSION) -> Api:
+        return api_client(str(app.base_url), token, version, transport=transport)
+
+    return make
 
 
 @pytest.fixture(scope="package")
-def generated_secrets(base_url: str, server_var: Path) -> dict[str, str]:
+def generated_secrets(connect: Connect, server_var: Path) -> dict[str, str]:
     found = client_secrets(server_var)
     assert set(CLIENTS) <= found.keys(), f"client-secrets.txt lacks some of {CLIENTS}"
     return found
 
 
 @pytest.fixture(scope="package")
-def token_signing_key(base_url: str, server_var: Path) -> bytes:
+def token_signing_key(connect: Connect, server_var: Path) -> bytes:
     return signing_key(server_var)
 
 
 @pytest.fixture(scope="package")
-def tokens(base_url: str, generated_secrets: dict[str, str]) -> dict[str, str]:
-    return {
-        client_id: obtain_token(base_url, client_id, generated_secrets[client_id]) for client_id in CLIENTS
-    }
+def tokens(connect: Connect, generated_secrets: dict[str, str]) -> dict[str, str]:
+    with connect(version=None) as anonymous:
+        return {client: obtain_token(anonymous, client, generated_secrets[client]) for client in CLIENTS}
 
 
-def _client(base_url: str, token: str) -> Iterator[Api]:
-    with api_client(base_url, token) as client:
+def _client(connect: Connect, token: str) -> Iterator[Api]:
+    with connect(token) as client:
         yield client
 
 
 @pytest.fixture(scope="package")
-def broker(base_url: str, tokens: dict[str, str]) -> Iterator[Api]:
-    yield from _client(base_url, tokens["demo-broker"])
+def broker(connect: Connect, tokens: dict[str, str]) -> Iterator[Api]:
+    yield from _client(connect, tokens["demo-broker"])
 
 
 @pytest.fixture(scope="package")
-def operator(base_url: str, tokens: dict[str, str]) -> Iterator[Api]:
-    yield from _client(base_url, tokens["demo-operator"])
+def operator(connect: Connect, tokens: dict[str, str]) -> Iterator[Api]:
+    yield from _client(connect, tokens["demo-operator"])
 
 
 @pytest.fixture(scope="package")
-def auditor(base_url: str, tokens: dict[str, str]) -> Iterator[Api]:
-    yield from _client(base_url, tokens["demo-auditor"])
+def auditor(connect: Connect, tokens: dict[str, str]) -> Iterator[Api]:
+    yield from _client(connect, tokens["demo-auditor"])
 
 
 @pytest.fixture(scope="package")
-def other_broker(base_url: str, tokens: dict[str, str]) -> Iterator[Api]:
-    yield from _client(base_url, tokens["other-broker"])
+def other_broker(connect: Connect, tokens: dict[str, str]) -> Iterator[Api]:
+    yield from _client(connect, tokens["other-broker"])
 
 
 @pytest.fixture(scope="package")
-def other_operator(base_url: str, tokens: dict[str, str]) -> Iterator[Api]:
-    yield from _client(base_url, tokens["other-operator"])
+def other_operator(connect: Connect, tokens: dict[str, str]) -> Iterator[Api]:
+    yield from _client(connect, tokens["other-operator"])
 
 
 @pytest.fixture(scope="package")

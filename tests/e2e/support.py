@@ -1,8 +1,9 @@
-"""What the end-to-end tests share: the server process, HTTP clients per role, exact JSON, problem checks.
+"""What the end-to-end tests share: HTTP clients per role, exact JSON, problem checks, and the server process.
 
-The tests talk to a real `broker-ledger serve` process over HTTP, as a broker platform would. Request bodies
-are encoded with decimals as JSON numbers and responses are parsed with `parse_float=Decimal`, so amounts are
-compared exactly, never as floats.
+The tests talk HTTP to the real app as a broker platform would: in-process through litestar's test client
+(an `Api` on its transport, see `tests/e2e/conftest.py`), or, for what needs a process (`tests/e2e/process/`),
+to a real `broker-ledger serve` over a socket. Request bodies are encoded with decimals as JSON numbers and
+responses are parsed with `parse_float=Decimal`, so amounts are compared exactly, never as floats.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -153,12 +154,13 @@ def signing_key(var: Path) -> bytes:
     return base64.b64decode(stored["signing_key"])
 
 
-def obtain_token(base_url: str, client_id: str, secret: str) -> str:
-    response = httpx.post(
-        f"{base_url}/connect/token",
-        data={"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret},
-        timeout=30,
-    )
+def obtain_token(server: str | httpx.Client, client_id: str, secret: str) -> str:
+    """A token from POST /connect/token of `server`: a base URL, or a client (e.g. on the in-process app)."""
+    form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret}
+    if isinstance(server, str):
+        response = httpx.post(f"{server}/connect/token", data=form, timeout=30)
+    else:
+        response = server.post("/connect/token", data=form, timeout=30)
     assert response.status_code == 200, describe(response)
     return response.json()["access_token"]
 
@@ -188,13 +190,22 @@ class Api(httpx.Client):
         return self.send_json("PUT", url, payload, headers)
 
 
-def api_client(base_url: str, token: str | None = None, version: str | None = API_VERSION) -> Api:
+def api_client(
+    base_url: str,
+    token: str | None = None,
+    version: str | None = API_VERSION,
+    transport: httpx.BaseTransport | None = None,
+) -> Api:
+    """A client of `base_url` (over the network, or through `transport`, e.g. the in-process app's)."""
     headers = {}
     if version is not None:
         headers["api_version"] = version
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    return Api(base_url=base_url, headers=headers, timeout=60)
+    return Api(base_url=base_url, headers=headers, timeout=60, transport=transport)
+
+
+Connect = Callable[..., Api]  # connect(token=None, version=API_VERSION): a new client of the app under test
 
 
 def loads(response: httpx.Response) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import Api, Customer, api_client, expect, expect_problem, limits_used
+from tests.e2e.support import Api, Connect, Customer, expect, expect_problem, limits_used
 
 
 def account_buy(customer: Customer, amount: Decimal | int = 100, **changes: Any) -> dict[str, Any]:
@@ -45,8 +45,8 @@ def confirmed_sell(broker: Api, operator: Api, customer: Customer) -> dict[str, 
 
 
 @pytest.fixture(scope="module")
-def operator_v11(base_url: str, tokens: dict[str, str]) -> Api:
-    with api_client(base_url, tokens["demo-operator"], version="1.1") as client:
+def operator_v11(connect: Connect, tokens: dict[str, str]) -> Api:
+    with connect(tokens["demo-operator"], version="1.1") as client:
         yield client
 
 
@@ -185,8 +185,8 @@ def test_an_unknown_sell_status_is_refused(operator_v11: Api) -> None:
     expect_problem(operator_v11.put_json("/transaction/TXANY0000000001", {"statusCode": "Done"}), 422)
 
 
-def test_only_operators_update_sell_statuses(base_url: str, tokens: dict[str, str]) -> None:
-    with api_client(base_url, tokens["demo-broker"], version="1.1") as broker_v11:
+def test_only_operators_update_sell_statuses(connect: Connect, tokens: dict[str, str]) -> None:
+    with connect(tokens["demo-broker"], version="1.1") as broker_v11:
         expect_problem(
             broker_v11.put_json("/transaction/TXANY0000000001", {"statusCode": "SellCompleted"}), 403
         )

@@ -13,8 +13,8 @@ import pytest
 from application.settings import DEFAULT_SETTINGS, load_settings
 from tests.e2e.support import (
     Api,
+    Connect,
     Customer,
-    api_client,
     buy_body,
     describe,
     expect,
@@ -28,12 +28,12 @@ SETTINGS = load_settings(DEFAULT_SETTINGS)
 PARALLEL = 30
 
 
-def race(base_url: str, token: str, path: str, body: dict) -> list[httpx.Response]:
+def race(connect: Connect, token: str, path: str, body: dict) -> list[httpx.Response]:
     """Sends `body` PARALLEL times at once, each from its own connection."""
     start = threading.Barrier(PARALLEL)
 
     def send(_: int) -> httpx.Response:
-        with api_client(base_url, token) as client:
+        with connect(token) as client:
             start.wait()
             return client.post_json(path, body)
 
@@ -55,7 +55,7 @@ def check_outcome(responses: list[httpx.Response], admitted: int) -> None:
 
 
 def test_concurrent_buys_fill_the_daily_limit_exactly(
-    base_url: str, tokens: dict[str, str], broker: Api, customer: Customer
+    connect: Connect, tokens: dict[str, str], broker: Api, customer: Customer
 ) -> None:
     daily = SETTINGS.trust_levels["Basic"].limit("buy", "daily")  # 1000 EUR
     open_limit_windows(broker, customer)  # a buy of 10
@@ -63,7 +63,7 @@ def test_concurrent_buys_fill_the_daily_limit_exactly(
     assert limits_used(broker, customer.code)["buy", "daily"] == 300
     admitted = int((daily - 300) / 100)  # 7 buys of 100 fit, the other 23 must be refused
 
-    responses = race(base_url, tokens["demo-broker"], "/brokerbuy", buy_body(customer, 100))
+    responses = race(connect, tokens["demo-broker"], "/brokerbuy", buy_body(customer, 100))
 
     check_outcome(responses, admitted)
     assert limits_used(broker, customer.code)["buy", "daily"] == daily
@@ -72,17 +72,17 @@ def test_concurrent_buys_fill_the_daily_limit_exactly(
 
 @pytest.mark.parametrize("stage", [True, False], ids=["staged", "sending"])
 def test_concurrent_buys_of_a_fresh_customer_never_pass_the_limit(
-    base_url: str, tokens: dict[str, str], customer: Customer, stage: bool
+    connect: Connect, tokens: dict[str, str], customer: Customer, stage: bool
 ) -> None:
     body = {**buy_body(customer, 250), "stage": stage}  # 4 of 250 fit in 1000
 
-    responses = race(base_url, tokens["demo-broker"], "/brokerbuy", body)
+    responses = race(connect, tokens["demo-broker"], "/brokerbuy", body)
 
     check_outcome(responses, 4)
 
 
 def test_concurrent_sells_fill_the_daily_limit_exactly(
-    base_url: str, tokens: dict[str, str], broker: Api, customer: Customer
+    connect: Connect, tokens: dict[str, str], broker: Api, customer: Customer
 ) -> None:
     daily = SETTINGS.trust_levels["Basic"].limit("sell", "daily")
     open_limit_windows(broker, customer)
@@ -91,7 +91,7 @@ def test_concurrent_sells_fill_the_daily_limit_exactly(
     admitted = int((daily - used) // payout)
 
     responses = race(
-        base_url, tokens["demo-broker"], "/paymentrequest/brokersell", sell_body(customer, fiatValue=payout)
+        connect, tokens["demo-broker"], "/paymentrequest/brokersell", sell_body(customer, fiatValue=payout)
     )
 
     check_outcome(responses, admitted)

@@ -6,9 +6,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-import httpx
-
-from tests.e2e.support import Api, Customer, expect, expect_problem
+from tests.e2e.support import Api, Connect, Customer, expect, expect_problem
 
 
 def account_buy_body(customer: Customer, amount: str, **changes: object) -> bytes:
@@ -173,11 +171,12 @@ def test_a_bad_page_size_is_named_as_the_client_sends_it(broker: Api) -> None:
     assert "ParamType" not in problem["detail"] and "page_size" not in problem["detail"]
 
 
-def test_a_token_request_sent_as_json_is_told_to_send_a_form(base_url: str) -> None:
-    answer = httpx.post(
-        f"{base_url}/connect/token",
-        json={"grant_type": "client_credentials", "client_id": "demo-broker", "client_secret": "x"},
-    )
+def test_a_token_request_sent_as_json_is_told_to_send_a_form(connect: Connect) -> None:
+    with connect(version=None) as anonymous:
+        answer = anonymous.post(
+            "/connect/token",
+            json={"grant_type": "client_credentials", "client_id": "demo-broker", "client_secret": "x"},
+        )
     problem = expect_problem(answer, 415, "unsupported_media_type")
     assert "application/x-www-form-urlencoded" in problem["detail"]
 

@@ -27,8 +27,8 @@ from litestar.testing import TestClient
 from psycopg import sql
 
 from application.credentials import VAR_ENV
-from application.database import with_database
 from application.settings import DEFAULT_SETTINGS, SETTINGS_ENV
+from application.store.database import with_database
 from application.sweeper import OverdueTransactions
 from interface.app import build_runtime, create_app
 from tests.clock import FakeClock

@@ -7,10 +7,8 @@ partner's reads; here each is refused before anything is recorded.
 
 from __future__ import annotations
 
-import socket
 import uuid
 from decimal import Decimal
-from urllib.parse import urlsplit
 
 import httpx
 import psycopg
@@ -159,29 +157,6 @@ def test_a_key_named_twice_in_one_object_is_422(broker: Api, buyer: Customer) ->
 
 
 # --- Idempotency-Key: only executed requests are stored ---------------------------------------------------
-
-
-def _send_half_the_body_and_close(base_url: str, token: str, key: str, body: bytes) -> None:
-    parts = urlsplit(base_url)
-    head = (
-        f"POST /brokerbuy HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Bearer {token}\r\n"
-        f"api_version: 1.2\r\nContent-Type: application/json\r\nIdempotency-Key: {key}\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    ).encode()
-    with socket.create_connection((parts.hostname, parts.port), timeout=10) as connection:
-        connection.sendall(head + body[: len(body) // 2])
-
-
-def test_a_cut_off_upload_does_not_burn_its_key(
-    broker: Api, buyer: Customer, base_url: str, tokens: dict[str, str]
-) -> None:
-    key, body = new_key(), buy_body(buyer, 100)
-    _send_half_the_body_and_close(base_url, tokens["demo-broker"], key, ENCODER.encode(body))
-
-    retried = broker.post_json("/brokerbuy", body, keyed(key))
-
-    assert expect(retried, 201)["transaction"]["status"] == "Sending"
-    assert "idempotent-replayed" not in retried.headers
 
 
 def test_a_body_refused_by_its_schema_does_not_burn_its_key(broker: Api, buyer: Customer) -> None:

@@ -18,9 +18,9 @@ import pytest
 from tests.e2e.support import (
     ENCODER,
     Api,
+    Connect,
     Customer,
     active_customer,
-    api_client,
     buy_body,
     expect,
     expect_problem,
@@ -141,14 +141,14 @@ def test_keys_are_scoped_to_the_partner(broker: Api, other_broker: Api, buyer: C
 
 
 def test_concurrent_requests_with_one_key_create_one_transaction(
-    base_url: str, tokens: dict[str, str], broker: Api, buyer: Customer
+    connect: Connect, tokens: dict[str, str], broker: Api, buyer: Customer
 ) -> None:
     before = bought_today(broker, buyer)
     key, body, parallel = new_key(), buy_body(buyer, 100), 10
     start = threading.Barrier(parallel)
 
     def send(_: int) -> httpx.Response:
-        with api_client(base_url, tokens["demo-broker"]) as client:
+        with connect(tokens["demo-broker"]) as client:
             start.wait()
             return client.post_json("/brokerbuy", body, keyed(key))
 
@@ -204,12 +204,12 @@ def test_a_replay_still_needs_the_role(broker: Api, auditor: Api, buyer: Custome
 
 @pytest.mark.parametrize("version", [None, "1.1"])
 def test_a_replay_still_needs_the_api_version(
-    base_url: str, tokens: dict[str, str], broker: Api, buyer: Customer, version: str | None
+    connect: Connect, tokens: dict[str, str], broker: Api, buyer: Customer, version: str | None
 ) -> None:
     key, body = new_key(), buy_body(buyer, 100)
     expect(broker.post_json("/brokerbuy", body, keyed(key)), 201)
 
-    with api_client(base_url, tokens["demo-broker"], version=version) as client:
+    with connect(tokens["demo-broker"], version=version) as client:
         response = client.post_json("/brokerbuy", body, keyed(key))
 
     expect_problem(response, 400, "api_version_missing" if version is None else "api_version_unsupported")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -20,6 +20,7 @@ import pytest
 
 from tests.e2e.support import (
     Api,
+    Connect,
     Customer,
     active_customer,
     buy_body,
@@ -83,20 +84,26 @@ def broker_claims(tokens: dict[str, str], token_signing_key: bytes) -> dict[str,
     return jwt.decode(tokens["demo-broker"], token_signing_key, algorithms=["HS256"], audience=AUDIENCE)
 
 
-def call(base_url: str, method: str, path: str, authorization: str | None, **headers: str) -> httpx.Response:
+@pytest.fixture(scope="module")
+def anonymous(connect: Connect) -> Iterator[Api]:
+    """A client of the app that sends no token and no api_version of its own."""
+    with connect(version=None) as client:
+        yield client
+
+
+def call(client: Api, method: str, path: str, authorization: str | None, **headers: str) -> httpx.Response:
     sent = {"api_version": "1.2", **headers}
     if authorization is not None:
         sent["Authorization"] = authorization
     body = b"{}" if method != "GET" else None
-    with httpx.Client(base_url=base_url, timeout=30) as client:
-        return client.request(method, path, headers=sent, content=body)
+    return client.request(method, path, headers=sent, content=body)
 
 
 @pytest.mark.filterwarnings("ignore::jwt.warnings.InsecureKeyLengthWarning")
 @pytest.mark.parametrize(("method", "path"), PROTECTED_ROUTES)
 @pytest.mark.parametrize("case", list(BAD_AUTHORIZATIONS))
 def test_a_bad_token_is_401_with_www_authenticate(
-    base_url: str,
+    anonymous: Api,
     broker_claims: dict[str, Any],
     token_signing_key: bytes,
     case: str,
@@ -105,22 +112,22 @@ def test_a_bad_token_is_401_with_www_authenticate(
 ) -> None:
     authorization = BAD_AUTHORIZATIONS[case](broker_claims, token_signing_key)
 
-    response = call(base_url, method, path, authorization)
+    response = call(anonymous, method, path, authorization)
 
     expect_problem(response, 401, "unauthorized")
     assert response.headers["www-authenticate"].startswith("Bearer"), response.headers
 
 
 def test_a_token_minted_like_the_bad_ones_but_unspoiled_is_accepted(
-    base_url: str, broker_claims: dict[str, Any], token_signing_key: bytes
+    anonymous: Api, broker_claims: dict[str, Any], token_signing_key: bytes
 ) -> None:
-    response = call(base_url, "GET", "/prices/EUR", _bearer(mint(broker_claims, token_signing_key)))
+    response = call(anonymous, "GET", "/prices/EUR", _bearer(mint(broker_claims, token_signing_key)))
 
     assert expect(response, 200)["currencyCode"] == "EUR"
 
 
-def test_a_bad_token_is_401_before_a_missing_api_version_is_noticed(base_url: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=30) as client:
+def test_a_bad_token_is_401_before_a_missing_api_version_is_noticed(connect: Connect) -> None:
+    with connect(version=None) as client:
         response = client.get("/prices/EUR", headers={"Authorization": "Bearer garbage"})
 
     expect_problem(response, 401, "unauthorized")
@@ -144,17 +151,19 @@ WRONG_ROLES = [
 
 @pytest.mark.parametrize(("client_id", "method", "path"), WRONG_ROLES)
 def test_a_valid_token_without_the_role_is_403(
-    base_url: str, tokens: dict[str, str], client_id: str, method: str, path: str
+    anonymous: Api, tokens: dict[str, str], client_id: str, method: str, path: str
 ) -> None:
-    response = call(base_url, method, path, _bearer(tokens[client_id]))
+    response = call(anonymous, method, path, _bearer(tokens[client_id]))
 
     problem = expect_problem(response, 403, "forbidden")
     assert client_id in problem["detail"]
 
 
 @pytest.mark.parametrize(("method", "path"), [*PROTECTED_ROUTES, ("POST", "/brokerbuy/simulate")])
-def test_a_missing_api_version_is_400(base_url: str, tokens: dict[str, str], method: str, path: str) -> None:
-    with httpx.Client(base_url=base_url, timeout=30) as client:
+def test_a_missing_api_version_is_400(
+    connect: Connect, tokens: dict[str, str], method: str, path: str
+) -> None:
+    with connect(version=None) as client:
         headers = {"Authorization": _bearer(tokens["demo-broker"]), "content-type": "application/json"}
         response = client.request(method, path, headers=headers, content=b"{}" if method != "GET" else None)
 
@@ -167,9 +176,9 @@ def test_a_missing_api_version_is_400(base_url: str, tokens: dict[str, str], met
     [("1.1", "/brokerbuy"), ("1.1", "/brokerbuy/simulate"), ("2.0", "/brokerbuy"), ("1.20", "/customer")],
 )
 def test_an_unsupported_api_version_is_400_naming_the_supported_one(
-    base_url: str, tokens: dict[str, str], version: str, path: str
+    anonymous: Api, tokens: dict[str, str], version: str, path: str
 ) -> None:
-    response = call(base_url, "POST", path, _bearer(tokens["demo-broker"]), api_version=version)
+    response = call(anonymous, "POST", path, _bearer(tokens["demo-broker"]), api_version=version)
 
     problem = expect_problem(response, 400, "api_version_unsupported")
     assert "1.2" in problem["detail"] and version in problem["detail"]
@@ -178,13 +187,13 @@ def test_an_unsupported_api_version_is_400_naming_the_supported_one(
 # --- the token endpoint ---------------------------------------------------------------------------------
 
 
-def request_token(base_url: str, auth: tuple[str, str] | None = None, **form: str) -> httpx.Response:
-    return httpx.post(f"{base_url}/connect/token", data=form, auth=auth, timeout=30)
+def request_token(client: Api, auth: tuple[str, str] | None = None, **form: str) -> httpx.Response:
+    return client.post("/connect/token", data=form, auth=auth)
 
 
-def test_the_token_endpoint_issues_a_bearer_jwt(base_url: str, generated_secrets: dict[str, str]) -> None:
+def test_the_token_endpoint_issues_a_bearer_jwt(anonymous: Api, generated_secrets: dict[str, str]) -> None:
     response = request_token(
-        base_url,
+        anonymous,
         grant_type="client_credentials",
         client_id="demo-operator",
         client_secret=generated_secrets["demo-operator"],
@@ -194,28 +203,28 @@ def test_the_token_endpoint_issues_a_bearer_jwt(base_url: str, generated_secrets
     assert token.keys() == {"access_token", "token_type", "expires_in", "scope"}
     assert token["token_type"] == "Bearer" and token["expires_in"] == 3600 and token["scope"] == "operator"
     assert jwt.get_unverified_header(token["access_token"])["alg"] == "HS256"
-    prices = call(base_url, "GET", "/prices/EUR", _bearer(token["access_token"]))
+    prices = call(anonymous, "GET", "/prices/EUR", _bearer(token["access_token"]))
     assert prices.status_code == 200
 
 
 def test_the_client_may_authenticate_with_http_basic(
-    base_url: str, generated_secrets: dict[str, str]
+    anonymous: Api, generated_secrets: dict[str, str]
 ) -> None:
     response = request_token(
-        base_url, auth=("demo-auditor", generated_secrets["demo-auditor"]), grant_type="client_credentials"
+        anonymous, auth=("demo-auditor", generated_secrets["demo-auditor"]), grant_type="client_credentials"
     )
 
     assert expect(response, 200)["scope"] == "auditor"
 
 
 def test_a_wrong_secret_is_401_invalid_client_like_an_unknown_client(
-    base_url: str, generated_secrets: dict[str, str]
+    anonymous: Api, generated_secrets: dict[str, str]
 ) -> None:
     wrong = request_token(
-        base_url, grant_type="client_credentials", client_id="demo-auditor", client_secret="not-the-secret"
+        anonymous, grant_type="client_credentials", client_id="demo-auditor", client_secret="not-the-secret"
     )
     unknown = request_token(
-        base_url, grant_type="client_credentials", client_id=f"ghost-{uuid.uuid4().hex}", client_secret="x"
+        anonymous, grant_type="client_credentials", client_id=f"ghost-{uuid.uuid4().hex}", client_secret="x"
     )
 
     for response in (wrong, unknown):
@@ -234,22 +243,22 @@ def test_a_wrong_secret_is_401_invalid_client_like_an_unknown_client(
     ],
 )
 def test_a_bad_token_request_is_a_problem(
-    base_url: str, generated_secrets: dict[str, str], form: dict[str, str], status: int, code: str
+    anonymous: Api, generated_secrets: dict[str, str], form: dict[str, str], status: int, code: str
 ) -> None:
     if "scope" in form or form.get("grant_type") == "password":
         form = {**form, "client_id": "demo-broker", "client_secret": generated_secrets["demo-broker"]}
 
-    expect_problem(request_token(base_url, **form), status, code)
+    expect_problem(request_token(anonymous, **form), status, code)
 
 
 def test_repeated_failures_are_rate_limited_with_retry_after(
-    base_url: str, generated_secrets: dict[str, str]
+    connect: Connect, anonymous: Api, generated_secrets: dict[str, str]
 ) -> None:
     """Ten failures in a row are answered 401, the eleventh 429. The limiter counts per worker process, so
     the attempts share one keep-alive connection (one worker); spread over new connections, two workers
     allow up to twenty."""
     form = {"grant_type": "client_credentials", "client_id": f"guesser-{uuid.uuid4().hex[:8]}"}
-    with httpx.Client(base_url=base_url, timeout=30) as client:
+    with connect(version=None) as client:
         statuses = []
         for attempt in range(11):
             response = client.post("/connect/token", data={**form, "client_secret": f"guess-{attempt}"})
@@ -259,7 +268,7 @@ def test_repeated_failures_are_rate_limited_with_retry_after(
     expect_problem(response, 429, "too_many_failed_attempts")
     assert 1 <= int(response.headers["retry-after"]) <= 60
     other = request_token(
-        base_url,
+        anonymous,
         grant_type="client_credentials",
         client_id="demo-auditor",
         client_secret=generated_secrets["demo-auditor"],
@@ -268,10 +277,10 @@ def test_repeated_failures_are_rate_limited_with_retry_after(
 
 
 def test_the_token_endpoint_accepts_an_idempotency_key(
-    base_url: str, generated_secrets: dict[str, str]
+    anonymous: Api, generated_secrets: dict[str, str]
 ) -> None:
-    response = httpx.post(
-        f"{base_url}/connect/token",
+    response = anonymous.post(
+        "/connect/token",
         data={
             "grant_type": "client_credentials",
             "client_id": "demo-auditor",

@@ -1,6 +1,6 @@
 """A request blocked by another client's lock ends in a bounded 503, not a hang: every connection of the
-event store's and the read models' pools has a lock and a statement timeout (`application.database`). The
-real app runs in-process with the timeouts shortened; another connection holds an ACCESS EXCLUSIVE lock on
+event store's and the read models' pools has a lock and a statement timeout (`application.store.database`).
+The real app runs in-process with the timeouts shortened; another connection holds an ACCESS EXCLUSIVE lock on
 the table the request must read, as a migration or a VACUUM FULL would."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from application import database
-from application.database import Timeouts
-from application.log import EVENTS_SCHEMA
+from application.store import database
+from application.store.database import Timeouts
+from application.store.log import EVENTS_SCHEMA
 from tests.in_process import app_client, bearer_headers
 
 SHORT = Timeouts(lock=0.5, statement=5.0)

@@ -26,6 +26,8 @@ def test_the_route_of_every_counted_request_is_a_path_of_the_api_document(databa
         documented = set(client.get("/schema/openapi.json").json()["paths"])
         lines = client.get("/metrics").text.splitlines()
     routes = {match.group(1) for line in lines if (match := ROUTE.match(line))}
-    templated = {route for route in routes if "{" in route}
+    # the API document's own pages (`/schema/{path}`, counted by whatever test read them in this process)
+    # are not operations of the document
+    templated = {route for route in routes if "{" in route and not route.startswith("/schema")}
     assert len(templated) >= len(PROBED), routes
     assert templated <= documented, templated - documented

@@ -19,11 +19,11 @@ from psycopg.rows import dict_row
 from application.adapters.addresses import Bip32AddressBook
 from application.adapters.prices import FixedPrices
 from application.commands import BuyRequest, DepositReport, SellRequest, SendoutReport
-from application.database import ensure_schema, eventsourcing_env, with_database
 from application.ledger import Ledger
-from application.log import EVENTS_SCHEMA, LedgerLog
 from application.ports import SystemClock
 from application.settings import load_settings
+from application.store.database import ensure_schema, eventsourcing_env, with_database
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit_sql import small_pool
 from projections.catalog import PROJECTIONS
 from projections.runner import ProjectionSpec, open_view, replay

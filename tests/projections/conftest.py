@@ -11,9 +11,9 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from application.database import build_url, eventsourcing_env, with_database
 from application.ledger import Ledger
-from application.log import EVENTS_SCHEMA
+from application.store.database import build_url, eventsourcing_env, with_database
+from application.store.log import EVENTS_SCHEMA
 from projections.read_models import ReadModels
 from projections.runner import open_view
 from tests.application.conftest import addresses, clock, make_ledger, settings  # noqa: F401

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
-from application.database import eventsourcing_env
-from application.log import EVENTS_SCHEMA, LedgerLog
+from application.store.database import eventsourcing_env
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 from domain.transaction import Transaction
 from projections.audit_sql import small_pool
 

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from application.credentials import VAR_ENV
+from interface.analyst_cli import PRIVATE_TABLES
 from interface.cli import main
-from projections.analyst_cli import PRIVATE_TABLES
 from projections.catalog import PROJECTIONS, by_name
 from projections.read_tables import TABLES, VIEWS
 from projections.runner import open_view, replay

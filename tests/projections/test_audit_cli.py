@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from application.credentials import VAR_ENV
-from application.database import DATABASE_URL_ENV
+from application.store.database import DATABASE_URL_ENV
 from interface.cli import main
 from tests.projections.audit_support import Flows, catch_up, new_ledger, own_database, query, stored_event
 

@@ -12,8 +12,8 @@ from decimal import Decimal
 
 import pytest
 
-from application.database import eventsourcing_env
-from application.log import EVENTS_SCHEMA, LedgerLog
+from application.store.database import eventsourcing_env
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit import export
 from projections.audit_chain import AuditChain, AuditChainProjection
 from projections.runner import ProjectionSpec

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from application.database import DATABASE_URL_ENV, eventsourcing_env
-from application.log import EVENTS_SCHEMA, LedgerLog
+from application.store.database import DATABASE_URL_ENV, eventsourcing_env
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit import compare_with_rebuild
 from projections.audit_chain_check import check_chain
 from projections.audit_sql import small_pool

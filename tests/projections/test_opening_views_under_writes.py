@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from application.database import ensure_schema
+from application.store.database import ensure_schema
 from projections.catalog import PROJECTIONS
 from projections.runner import ProjectionSpec, open_view
 

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from application.credentials import VAR_ENV
-from application.database import DATABASE_URL_ENV
+from application.store.database import DATABASE_URL_ENV
 from interface.cli import main
 from projections import status
 from projections.catalog import PROJECTIONS, READ_MODELS

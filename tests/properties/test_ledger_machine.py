@@ -62,7 +62,6 @@ SETTINGS = load_settings()
 ADDRESS_BOOK = Bip32AddressBook(SETTINGS.cryptos)
 REQUIRED = SETTINGS.cryptos["BTC"].required_confirmations
 START = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
-BASE_ENV: dict[str, str] = {}  # the test's eventsourcing env; each example gets a schema of its own
 NOT_NEWS = FINAL_STATUSES | {Status.TO_PAYOUT, Status.PAYOUT_CONFIRMING}
 DIRECTION = {TransactionType.BUY: "buy", TransactionType.SELL: "sell"}
 
@@ -126,12 +125,15 @@ class LedgerMachine(RuleBasedStateMachine):
     accounts = Bundle("accounts")
     transactions = Bundle("transactions")
 
-    def __init__(self) -> None:
+    def __init__(self, base_env: dict[str, str]) -> None:
+        """`base_env`: the test's eventsourcing env (its `postgres_env` fixture); each example gets a schema
+        of its own in that database."""
         super().__init__()
-        self.schema = f"{BASE_ENV['POSTGRES_SCHEMA']}_{uuid.uuid4().hex[:8]}"
-        with connect(BASE_ENV) as connection:
+        self.base_env = base_env
+        self.schema = f"{base_env['POSTGRES_SCHEMA']}_{uuid.uuid4().hex[:8]}"
+        with connect(base_env) as connection:
             connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
-        env = {**BASE_ENV, "POSTGRES_SCHEMA": self.schema, "POSTGRES_PRE_PING": "no"}  # half the trips
+        env = {**base_env, "POSTGRES_SCHEMA": self.schema, "POSTGRES_PRE_PING": "no"}  # half the trips
         self.clock = FakeClock()
         self.ledger = self.new_ledger(env)
         self.overdue = OverdueTransactions(self.ledger)
@@ -151,7 +153,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.ledger.close()
         self.reader.close()
-        with connect(BASE_ENV) as connection:
+        with connect(self.base_env) as connection:
             connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
 
     # --- helpers -------------------------------------------------------------------------------------
@@ -549,17 +551,14 @@ class LedgerMachine(RuleBasedStateMachine):
                 assert usage.key == period_key(usage.period, self.clock.now())
 
 
-def test_the_ledger_behaves_like_its_model(postgres_env):
-    BASE_ENV.update(postgres_env)
-    try:
-        run_state_machine_as_test(
-            LedgerMachine,
-            settings=settings(
-                max_examples=15,
-                stateful_step_count=30,
-                deadline=None,
-                suppress_health_check=[HealthCheck.too_slow],
-            ),
-        )
-    finally:
-        BASE_ENV.clear()
+def test_the_ledger_behaves_like_its_model(postgres_env: dict[str, str]) -> None:
+    # the machine gets the fixture from a factory closing over it (Hypothesis's pattern for pytest fixtures)
+    run_state_machine_as_test(
+        lambda: LedgerMachine(postgres_env),
+        settings=settings(
+            max_examples=15,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

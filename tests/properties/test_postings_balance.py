@@ -35,9 +35,9 @@ from psycopg import sql
 from application.adapters.addresses import Bip32AddressBook
 from application.adapters.prices import FixedPrices
 from application.commands import AdjustmentRequest, BuyRequest, DepositReport, SellRequest, SendoutReport
-from application.database import eventsourcing_env
 from application.ledger import Ledger
 from application.settings import load_settings
+from application.store.database import eventsourcing_env
 from application.sweeper import OverdueTransactions
 from domain.errors import DomainError, InsufficientReserve
 from domain.transaction import Status, Transaction, TransactionType
@@ -52,7 +52,6 @@ POSTINGS = ProjectionSpec(PostingsProjection, Postings)
 REQUIRED = SETTINGS.cryptos["BTC"].required_confirmations
 NETWORK_FEE = SETTINGS.cryptos["BTC"].network_fee
 START = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
-DATABASE: dict[str, str] = {}  # the test's database URL; each example gets a schema of its own
 PLACES = {"hot-wallet": "HotWallet", "bank": "Exchange", "cold-1": "ColdStore", "exchange-1": "Exchange"}
 
 fiat_values = st.decimals(min_value=5, max_value=900, places=2)
@@ -69,20 +68,21 @@ adjusted = st.tuples(
 class PostingsMachine(RuleBasedStateMachine):
     transactions = Bundle("transactions")
 
-    def __init__(self) -> None:
+    def __init__(self, database_url: str) -> None:
+        """`database_url`: the session's database (its fixture); each example gets a schema of its own."""
         super().__init__()
         self.schema = f"p_{uuid.uuid4().hex[:12]}"
-        self.conn = psycopg.connect(DATABASE["url"], autocommit=True)
+        self.conn = psycopg.connect(database_url, autocommit=True)
         self.conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
         self.clock = FakeClock()
         env = {
-            **eventsourcing_env(DATABASE["url"], self.schema),
+            **eventsourcing_env(database_url, self.schema),
             "POSTGRES_PRE_PING": "no",
             "POSTGRES_POOL_SIZE": "2",
         }
         self.ledger = Ledger(SETTINGS, FixedPrices(SETTINGS, self.clock), ADDRESS_BOOK, self.clock, env=env)
         self.overdue = OverdueTransactions(self.ledger)
-        self.view = open_view(DATABASE["url"], POSTINGS, schema=self.schema)
+        self.view = open_view(database_url, POSTINGS, schema=self.schema)
         self.codes = itertools.count(1)
         self.wallets: dict[str, tuple[str, str]] = {}
         self.status: dict[str, Status] = {}
@@ -307,16 +307,13 @@ class PostingsMachine(RuleBasedStateMachine):
 
 
 def test_postings_sum_to_zero_per_currency_and_reserves_follow_the_transactions(database_url: str) -> None:
-    DATABASE["url"] = database_url
-    try:
-        run_state_machine_as_test(
-            PostingsMachine,
-            settings=settings(
-                max_examples=15,
-                stateful_step_count=35,
-                deadline=None,
-                suppress_health_check=[HealthCheck.too_slow],
-            ),
-        )
-    finally:
-        DATABASE.clear()
+    # the machine gets the fixture from a factory closing over it (Hypothesis's pattern for pytest fixtures)
+    run_state_machine_as_test(
+        lambda: PostingsMachine(database_url),
+        settings=settings(
+            max_examples=15,
+            stateful_step_count=35,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

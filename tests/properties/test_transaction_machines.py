@@ -21,7 +21,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from application.transcodings import register_value_objects
+from application.store.transcodings import register_value_objects
 from domain.errors import (
     ChainReportConflict,
     DomainError,

@@ -14,7 +14,7 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import JSONTranscoder
 
-from application.transcodings import register_value_objects
+from application.store.transcodings import register_value_objects
 from domain.errors import DomainError
 from domain.money import Asset
 from domain.pricing import Terms, quote_buy, quote_sell_of_crypto

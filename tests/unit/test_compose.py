@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from application.database import DEFAULT_CONNECTIONS
+from application.store.database import DEFAULT_CONNECTIONS
 from projections.catalog import PROJECTIONS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ from typing import Annotated, TextIO
 from cyclopts import App, Parameter
 
 from application.credentials import var_dir
-from application.database import ensure_schema, resolve_database_url
-from application.log import EVENTS_SCHEMA
+from application.store.database import ensure_schema, resolve_database_url
+from application.store.log import EVENTS_SCHEMA
 from projections.audit import Report, export, verify
 
 USAGE_ERROR = 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 from eventsourcing.application import Application
 from eventsourcing.persistence import JSONTranscoder
 
-from application.transcodings import register_value_objects
+from application.store.transcodings import register_value_objects
 
 EVENTS_SCHEMA = "ledger"
 

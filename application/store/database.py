@@ -33,15 +33,15 @@ from eventsourcing.postgres import PostgresFactory
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from application.schema_lock import SerialAggregateRecorder, SerialApplicationRecorder, schema_creation
+from application.store.schema_lock import SerialAggregateRecorder, SerialApplicationRecorder, schema_creation
 
 DATABASE_URL_ENV = "DATABASE_URL"
 CONNECTIONS_ENV = "BROKER_LEDGER_DB_CONNECTIONS"  # the most a process's pools hold together
 DEFAULT_CONNECTIONS = 6
 MIN_CONNECTIONS = 4  # one per pool of an API worker
 GROUP_COMMIT_ENV = "BROKER_LEDGER_GROUP_COMMIT"  # "off": one transaction per save, as eventsourcing does
-GROUP_COMMIT_RECORDER = "application.group_commit:GroupCommitRecorder"
-FACTORY = "application.database:BudgetedPostgresFactory"
+GROUP_COMMIT_RECORDER = "application.store.group_commit:GroupCommitRecorder"
+FACTORY = "application.store.database:BudgetedPostgresFactory"
 APPLICATION_NAME_KEY = "POSTGRES_APPLICATION_NAME"  # ours: eventsourcing's factory has no key for it
 OPTIONS_KEY = "POSTGRES_OPTIONS"  # ours: libpq `options` of a pool's connections (its timeouts)
 APP_NAME = "broker-ledger"  # every connection's application_name starts with it
@@ -147,8 +147,8 @@ def pool_settings(
 class BudgetedPostgresFactory(PostgresFactory):
     """eventsourcing's PostgreSQL factory, whose pool names its connections (`POSTGRES_APPLICATION_NAME`),
     sets their timeouts (`POSTGRES_OPTIONS`) and closes those left unused for IDLE_SECONDS, and whose
-    recorders create their tables under the schema lock (`application.schema_lock`), so workers and replicas
-    may start at once on an empty database."""
+    recorders create their tables under the schema lock (`application.store.schema_lock`), so workers and
+    replicas may start at once on an empty database."""
 
     aggregate_recorder_class = SerialAggregateRecorder
     application_recorder_class = SerialApplicationRecorder
@@ -180,11 +180,12 @@ def resolve_database_url(var_dir: Path) -> str:
 
 def _start_embedded_server(pgdata: Path) -> str:
     """The URI of the embedded server with data in `pgdata`, which this process owns (it stops when this
-    process ends, however it ends) unless a live process already runs it (`application.embedded_postgres`)."""
+    process ends, however it ends) unless a live process already runs it
+    (`application.store.embedded_postgres`)."""
     global _embedded_server
     with _embedded_lock:
         if _embedded_server is None or _embedded_server.pgdata != pgdata:
-            from application.embedded_postgres import EmbeddedServer  # only needed without DATABASE_URL
+            from application.store.embedded_postgres import EmbeddedServer  # only needed without DATABASE_URL
 
             server = EmbeddedServer(pgdata.parent)
             server.start()
@@ -242,7 +243,7 @@ def eventsourcing_env(url: str, schema: str) -> dict[str, str]:
 
 
 def _recorder_settings() -> dict[str, str]:
-    """Saves are group-committed (`application.group_commit`) unless BROKER_LEDGER_GROUP_COMMIT=off."""
+    """Saves are group-committed (`application.store.group_commit`) unless BROKER_LEDGER_GROUP_COMMIT=off."""
     if os.environ.get(GROUP_COMMIT_ENV, "").strip().lower() == "off":
         return {}
     return {"APPLICATION_RECORDER_TOPIC": GROUP_COMMIT_RECORDER}
@@ -250,8 +251,8 @@ def _recorder_settings() -> dict[str, str]:
 
 def ensure_schema(url: str, schema: str) -> None:
     """Create `schema` if it does not exist; safe when several processes do it at once: they take the schema
-    lock in turn (`application.schema_lock`), and one that finds the schema creates nothing (so a role that
-    may not create schemas can start on a database that has them, and PostgreSQL logs no error)."""
+    lock in turn (`application.store.schema_lock`), and one that finds the schema creates nothing (so a role
+    that may not create schemas can start on a database that has them, and PostgreSQL logs no error)."""
     with psycopg.connect(url, autocommit=True, connect_timeout=10) as connection:
         if _schema_exists(connection, schema):  # the common case, without waiting for the lock
             return

@@ -8,9 +8,9 @@ var/
   embedded-postgres.log    initdb's and pg_ctl's output, and the watchdog's (the server's own log: pgdata/log)
 ```
 - The owner writes the pid file before it starts the server, and stops the server at exit (`atexit`).
-- A watchdog (`python -m application.embedded_postgres watch`, a session of its own) reads a pipe whose only
-  writer is the owner: the kernel closes it when the owner dies, even by SIGKILL, and the watchdog then stops
-  the server if the pid file still names that owner.
+- A watchdog (`python -m application.store.embedded_postgres watch`, a session of its own) reads a pipe whose
+  only writer is the owner: the kernel closes it when the owner dies, even by SIGKILL, and the watchdog then
+  stops the server if the pid file still names that owner.
 - A process that finds a running server whose owner is alive (another `serve`, or `projections run` beside
   one) uses it without owning it; one whose owner is gone (an orphan of a previous run, or a server started
   before the pid file existed) is stopped, and a fresh one started. Both are logged.

@@ -27,8 +27,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from application.database import with_database
 from application.settings import DEFAULT_SETTINGS
+from application.store.database import with_database
 from tests.e2e.support import (
     ROOT,
     SERVE_COMMAND,
@@ -97,7 +97,7 @@ class Server:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
             )
-        _wait_until_healthy(self.process, self.url, self.log)
+        _wait_until_healthy(self.process, self.url, self.log, self.database)
         return self.url
 
     def kill(self) -> None:

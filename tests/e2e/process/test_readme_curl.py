@@ -10,10 +10,11 @@ import re
 import secrets
 import subprocess
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.e2e.support import ROOT
+
+README = ROOT / "README.md"
 PROVIDED = re.compile(r"^(BASE|TOKEN|OPERATOR)=.*$", re.MULTILINE)  # the test sets these itself
 
 

@@ -19,7 +19,7 @@ import httpx
 import psutil
 import pytest
 
-from application.embedded_postgres import LOG_FILE, PID_FILE, stop_server
+from application.store.embedded_postgres import LOG_FILE, PID_FILE, stop_server
 from tests.e2e.support import INHERITED_NOT, ROOT, SERVE_COMMAND, free_port, log_tail
 
 START_SECONDS = 90
@@ -61,7 +61,7 @@ class Serve:
         (found,) = [
             child
             for child in psutil.Process(self.process.pid).children()
-            if "application.embedded_postgres" in " ".join(child.cmdline())
+            if "application.store.embedded_postgres" in " ".join(child.cmdline())
         ]
         return found
 

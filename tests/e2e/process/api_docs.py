@@ -24,10 +24,11 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+from tests.e2e.support import ROOT
+
+DOC = ROOT / "docs" / "api.md"
 BLOCK = re.compile(r"```(bash|json)\n(.*?)```", re.DOTALL)
 MARK = "@@example-end@@"
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")

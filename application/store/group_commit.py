@@ -57,14 +57,20 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from prometheus_client import Histogram
 from psycopg import Connection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier, Literal
 from psycopg_pool import PoolTimeout
 
-from application.metrics import GROUP_COMMIT_SAVES
-from application.schema_lock import SerialSchemaCreation
+from application.store.schema_lock import SerialSchemaCreation
+
+GROUP_COMMIT_SAVES = Histogram(
+    "broker_ledger_group_commit_batch_saves",
+    "Saves written together in one transaction of the event store",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+)
 
 BEGIN = SQL("BEGIN")
 COMMIT = SQL("COMMIT")
@@ -181,7 +187,7 @@ class SaveQueue:
 
 class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
     """An application recorder whose concurrent saves share transactions (see the module docstring); it
-    creates its type and tables under the schema lock (`application.schema_lock`)."""
+    creates its type and tables under the schema lock (`application.store.schema_lock`)."""
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)

@@ -17,9 +17,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from application.credentials import var_dir
-from application.database import ensure_schema, eventsourcing_env, resolve_database_url
-from application.log import EVENTS_SCHEMA, LedgerLog
 from application.logs import configure_logging
+from application.store.database import ensure_schema, eventsourcing_env, resolve_database_url
+from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections import status as projection_status
 from projections.catalog import PROJECTIONS, by_name
 from projections.runner import ProjectionSpec, ProjectionWorker, exclusive, open_view, replay

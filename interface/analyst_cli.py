@@ -20,7 +20,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from application.credentials import var_dir
-from application.database import build_url, redact, resolve_database_url
+from application.store.database import build_url, redact, resolve_database_url
 from projections.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
 from projections.catalog import CALLBACK_OUTBOX, READ_MODELS
 from projections.postgres import READ_SCHEMA

@@ -1,0 +1,45 @@
+"""The event store: eventsourcing's PostgreSQL store for the ledger's events, and what we add to it.
+
+The ledger stores its events with the library, in its format: one table (`ledger.ledger_events`), one global
+order (the notification id), aggregates rebuilt by replaying their events. Everything here keeps that format,
+so the library's own tools, the projections and an auditor's replay read the store as the library wrote it.
+What each module adds, and the rule it keeps:
+
+`log` - `LedgerLog`, the ledger as an eventsourcing `Application` that knows only how its events are stored
+    (its name, hence its table, and the transcodings): what projections subscribe to and auditors replay.
+
+`transcodings` - the domain's value objects (orders, chain payments...) as JSON, registered once for the
+    application, the projections and the callbacks' snapshots alike, so all three decode the same bytes.
+
+`aggregates` - `LedgerStore`, how every use case loads and saves. Rules:
+    - read-ahead: `loading(*ids)` reads several aggregates' histories in one query, each from its latest
+      snapshot on; `find` inside the block rebuilds from what was read. Only for a block that saves at its
+      end: what it finds is as of the start of the block, and the save's optimistic concurrency (aggregate
+      versions) refuses it if anything changed meanwhile.
+    - retry: a use case that loses a version race is run again from the start (it recorded nothing).
+    - save: the library's save, then the request's write position is raised (`positions`).
+
+Snapshots - the aggregates whose history only grows are snapshotted by the library every N events
+    (`Ledger.snapshotting_intervals`: address pools every 100 allocations, limit windows every 16
+    reservations) and loaded from the latest snapshot plus the events since, by the read-ahead's one query.
+
+`group_commit` - `GroupCommitRecorder`: concurrent saves of one process share one database transaction.
+    Rules (its docstring has the detail): notification ids become visible in commit order across processes
+    (the events table's lock is held from before the ids are issued until COMMIT, as the library does); a
+    version conflict or a save's own data error fails only that save; a save returns only after COMMIT, with
+    `synchronous_commit` on; a batch waits a bounded time for the lock and for each statement, and a request
+    a bounded time for its save (then 503); after a connection fault the batch is read back, so a landed save
+    is never retried into a conflict. `BROKER_LEDGER_GROUP_COMMIT=off` goes back to the library's recorder.
+
+`schema_lock` - tables and schemas are created under one advisory lock, so any number of workers and
+    replicas may start at once on an empty database.
+
+`positions` - read-your-writes: the last notification id a request's saves recorded, which a later read by
+    the same partner waits for (rather than for the whole log).
+
+`database` - connection settings: the URL (or the embedded server), the pools' connection budget
+    (`BROKER_LEDGER_DB_CONNECTIONS`), each connection's `application_name`, lock and statement timeouts.
+
+`embedded_postgres` - the private PostgreSQL started from a pip-installed server when no `DATABASE_URL` is
+    given; owned by the `serve` that started it and stopped when that process ends, however it ends.
+"""
