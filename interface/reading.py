@@ -86,11 +86,11 @@ class Reader:
         self.view.datastore.close()
 
 
-def read_model_behind(failing: bool) -> ApiProblem:
-    """503 for a list the read models cannot answer completely yet."""
+def read_model_behind(failing: bool, projection: str = "read models", what: str = "the list") -> ApiProblem:
+    """503 for an answer (a list, the reserves) that a projection cannot give completely yet."""
     why = "fails on an event (see GET /health)" if failing else "is catching up"
     detail = (
-        f"the read models do not show this client's latest writes yet: their projection {why}; the list "
+        f"the {projection} do not show this client's latest writes yet: their projection {why}; {what} "
         "would miss them. Retry after the time in Retry-After (a transaction by its code is served meanwhile)"
     )
     retry = RETRY_FAILING_SECONDS if failing else RETRY_BEHIND_SECONDS

@@ -1,9 +1,11 @@
 """The reading use case of GET /reserves: the service's reserves, read after the caller's writes.
 
 A read first waits until the `Postings` view has processed the partner's last write (its position, kept by
-`interface/read_your_writes.py`), at most `WAIT_SECONDS`; when the view lags further (or does not run), it
-answers from what is there. Every configured asset has its built-in reserves (the hot wallet for cryptos,
-the bank for currencies) even before anything was posted to them; amounts are shown to the asset's places.
+`interface/read_your_writes.py`), at most `WAIT_SECONDS`, or not at all when the projection has a recorded
+failure; a view still behind that write is not served as if it were complete: 503 `read_model_behind` with
+`Retry-After`, as for a list of transactions. Every configured asset has its built-in reserves (the hot
+wallet for cryptos, the bank for currencies) even before anything was posted to them; amounts are shown to
+the asset's places.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from application.settings import Settings
 from domain.money import WIDE
 from domain.reserves import BANK, HOT_WALLET
 from interface.read_your_writes import WritePositions
+from interface.reading import read_model_behind
 from interface.schemas import reserves as s
+from projections import status
 from projections.reserve_positions import ReservePosition, read_positions, wait_for_position
 
 log = logging.getLogger("broker_ledger.reserves")
 WAIT_SECONDS = 2.0  # how long a read waits for the Postings view to reach the writes made before it
+POSTINGS = "Postings"  # the projection of the reserves
 
 
 @dataclass(frozen=True)
@@ -48,10 +53,10 @@ class ReserveReader:
         always += [(BANK, code) for code in self.settings.currencies]
         with self.pool.connection() as conn:
             last = self.written.last(conn, partner)
-            if not wait_for_position(conn, last, self.wait_seconds):
-                log.warning(
-                    "ledger postings behind %s's last write (%d); answering from what is there", partner, last
-                )
+            failing = status.has_failure(conn, POSTINGS)
+            if not wait_for_position(conn, last, 0.0 if failing else self.wait_seconds):
+                log.warning("ledger postings behind %s's last write (%d); answered 503", partner, last)
+                raise read_model_behind(failing, "ledger postings", "the reserves")
             return read_positions(conn, always)
 
 

@@ -4,7 +4,6 @@ a database that has everything creates nothing (no CREATE TYPE that fails becaus
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -13,10 +12,10 @@ import pytest
 from eventsourcing.persistence import InfrastructureFactory
 from eventsourcing.utils import Environment
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
 
-from application.store.database import build_url, ensure_schema, eventsourcing_env
+from application.store.database import ensure_schema, eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
+from tests.databases import scratch_database
 
 WORKERS = 6
 
@@ -24,15 +23,8 @@ WORKERS = 6
 @pytest.fixture
 def fresh_database(database_url: str) -> Iterator[str]:
     """A database of its own on the test server, dropped afterwards: empty, as on a first start."""
-    name = f"bl_schema_{uuid.uuid4().hex[:12]}"
-    admin = conninfo_to_dict(database_url)
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield build_url({**admin, "dbname": name})
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    with scratch_database(database_url, "bl_schema") as url:
+        yield url
 
 
 def all_at_once(start: Callable[[], Any], count: int = WORKERS) -> list[BaseException]:

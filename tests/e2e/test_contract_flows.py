@@ -13,9 +13,7 @@ against the package's real server.
 
 from __future__ import annotations
 
-import contextlib
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -24,14 +22,13 @@ from typing import Any
 import psycopg
 import pytest
 from litestar.testing import TestClient
-from psycopg import sql
 
 from application.credentials import VAR_ENV
 from application.settings import DEFAULT_SETTINGS, SETTINGS_ENV
-from application.store.database import with_database
 from application.sweeper import OverdueTransactions
 from interface.app import build_runtime, create_app
 from tests.clock import FakeClock
+from tests.databases import scratch_database
 from tests.e2e.support import (
     AddressSource,
     Api,
@@ -49,18 +46,6 @@ HOOK = "http://localhost:9/contract-flows"  # allow-listed below; nothing listen
 
 
 # --- the app in-process, with a clock the test moves ------------------------------------------------
-
-
-@contextlib.contextmanager
-def own_database(database_url: str) -> Iterator[str]:
-    name = f"broker_flows_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(database_url, name)
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 class Clocked:
@@ -95,7 +80,7 @@ def clocked(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     assert "callback_http_hosts = []" in text
     settings.write_text(text.replace("callback_http_hosts = []", 'callback_http_hosts = ["localhost"]'))
     clock = FakeClock()
-    with own_database(database_url) as database, pytest.MonkeyPatch.context() as patch:
+    with scratch_database(database_url, "broker_flows") as database, pytest.MonkeyPatch.context() as patch:
         patch.setenv(VAR_ENV, str(root / "var"))
         patch.setenv(SETTINGS_ENV, str(settings))
         runtime = build_runtime(

@@ -176,3 +176,34 @@ def test_a_partner_whose_writes_the_read_models_hold_still_gets_its_list(stalled
     answer = stalled.other.get("/transactions/custodian")
     assert answer.status_code == 200, answer.text
     assert answer.json()["total"] == 0
+
+
+def test_the_reserves_are_503_read_model_behind_while_the_postings_miss_the_partners_last_write(stalled):
+    assert read_models_stalled(stalled.client).status_code == 503
+    postings_failing = wait_for_failure(stalled.client, "Postings")
+    started = time.monotonic()
+    answer = stalled.broker.get("/reserves")
+    elapsed = time.monotonic() - started
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["content-type"].startswith(PROBLEM_JSON)
+    assert answer.json()["code"] == "read_model_behind"
+    assert "ledger postings" in answer.json()["detail"]
+    assert int(answer.headers["Retry-After"]) >= 1
+    assert elapsed < 1.0 or not postings_failing, f"waited {elapsed:.1f} s for a projection known to fail"
+
+
+def test_a_partner_whose_writes_the_postings_hold_still_gets_the_reserves(stalled):
+    answer = stalled.other.get("/reserves")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["cryptoReserves"]
+
+
+def wait_for_failure(client: TestClient, projection: str, seconds: float = 10) -> bool:
+    """Whether GET /health names `projection` with an error within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        listed = client.get("/health").json().get("projections", [])
+        if any(p["name"] == projection and p["error"] for p in listed):
+            return True
+        time.sleep(0.1)
+    return False

@@ -5,46 +5,15 @@ content. In-process, on the real app and PostgreSQL."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from litestar.testing import TestClient
 
-from tests.e2e.support import AddressSource
-from tests.in_process import app_client, bearer_headers
-
 
 @pytest.fixture(scope="module")
-def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("every-problem") / "var"
-
-
-@pytest.fixture(scope="module")
-def client(database_url: str, var: Path) -> Iterator[TestClient]:
-    with app_client(database_url, var) as test_client:
-        yield test_client
-
-
-@pytest.fixture(scope="module")
-def headers(client: TestClient, var: Path) -> dict[str, str]:
-    return bearer_headers(client, var, "demo-broker")
-
-
-@pytest.fixture(scope="module")
-def customer(client: TestClient, headers: dict[str, str]) -> dict[str, str]:
-    """An ACTIVE customer with a BTC account: its code, account code and wallet address."""
-    code = f"problems-{uuid.uuid4().hex[:10]}"
-    body = {"customerCode": code, "trustLevel": "Basic", "status": "ACTIVE"}
-    assert client.post("/customer", json=body, headers=headers).status_code == 201
-    address = AddressSource()()
-    opened = client.post(
-        f"/customer/{code}/accounts", json={"customerCryptoAddress": address}, headers=headers
-    )
-    assert opened.status_code == 201, opened.text
-    return {"code": code, "account": opened.json()["accountCode"], "address": address}
+def headers(broker: dict[str, str]) -> dict[str, str]:
+    return broker
 
 
 def post(

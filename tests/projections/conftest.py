@@ -12,25 +12,20 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from application.ledger import Ledger
-from application.store.database import build_url, eventsourcing_env, with_database
+from application.store.database import build_url, eventsourcing_env
 from application.store.log import EVENTS_SCHEMA
 from projections.read_models import ReadModels
 from projections.runner import open_view
 from tests.application.conftest import addresses, clock, make_ledger, settings  # noqa: F401
+from tests.databases import scratch_database
 from tests.projections.scenario import READ_MODELS
 
 
 @pytest.fixture
 def fresh_database(database_url: str) -> Iterator[str]:
     """A new, empty database on the test server; dropped (with its connections) at the end."""
-    name = f"broker_proj_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(database_url, name)
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    with scratch_database(database_url, "broker_proj") as url:
+        yield url
 
 
 @pytest.fixture

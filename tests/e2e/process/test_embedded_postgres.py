@@ -1,6 +1,9 @@
 """The embedded PostgreSQL of `serve` (no DATABASE_URL) is owned by it: it stops when `serve` dies, however it
 dies, and a `serve` that finds one left by a run that is gone stops it and starts afresh. Real processes:
-`serve` in a session of its own, killed with SIGKILL."""
+`serve` in a session of its own, killed with SIGKILL.
+
+initdb runs once per module (`first_start`: a `serve` on an empty var directory, stopped with SIGTERM); the
+other tests start on a copy of the data directory it left, as a var directory of a run before would have."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -54,7 +58,7 @@ class Serve:
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"http://127.0.0.1:{self.port}/health/live", timeout=2).status_code < 500:
                     return
-            time.sleep(0.3)
+            time.sleep(0.1)
         raise AssertionError(f"serve did not answer within {START_SECONDS} s:\n{log_tail(self.log)}")
 
     def watchdog(self) -> psutil.Process:
@@ -85,14 +89,45 @@ def gone_within(pid: int, seconds: float = STOP_SECONDS) -> bool:
     return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
-@pytest.fixture
-def var() -> Iterator[Path]:
-    """A var directory in a folder of its own directly under /tmp, removed after. Run as root, the embedded
-    server runs as an unprivileged user, who must be let through every folder above its data: pgserver opens
-    them up, but any pytest session starting meanwhile makes /tmp/pytest-of-root private again (0700) and
-    removes old numbered folders, and initdb then exits 1."""
-    root = Path(tempfile.mkdtemp(prefix="bl-embedded-pg-", dir="/tmp"))
+def fresh_root() -> Path:
+    """A folder of its own directly under /tmp. Run as root, the embedded server runs as an unprivileged
+    user, who must be let through every folder above its data: pgserver opens them up, but any pytest
+    session starting meanwhile makes /tmp/pytest-of-root private again (0700) and removes old numbered
+    folders, and initdb then exits 1."""
+    return Path(tempfile.mkdtemp(prefix="bl-embedded-pg-", dir="/tmp"))
+
+
+@dataclass(frozen=True)
+class FirstStart:
+    """A `serve` on a var directory without pgdata (so initdb ran), stopped with SIGTERM."""
+
+    var: Path
+    exit_code: int
+    said: str  # what serve wrote to its terminal
+
+
+@pytest.fixture(scope="module")
+def first_start() -> Iterator[FirstStart]:
+    root = fresh_root()
     var = root / "var"
+    try:
+        serve = Serve(var, root / "serve.log")
+        serve.process.send_signal(signal.SIGTERM)
+        code = serve.process.wait(STOP_SECONDS)
+        yield FirstStart(var, code, (root / "serve.log").read_text())
+    finally:
+        stop_server(var / "pgdata")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def var(first_start: FirstStart) -> Iterator[Path]:
+    """A var directory whose pgdata is a copy of the one `first_start` left (owner and modes kept: `cp -a`),
+    removed after."""
+    root = fresh_root()
+    var = root / "var"
+    var.mkdir()
+    subprocess.run(["cp", "-a", str(first_start.var / "pgdata"), str(var / "pgdata")], check=True)
     try:
         yield var
     finally:
@@ -138,12 +173,7 @@ def test_a_server_left_by_a_run_that_is_gone_is_stopped_by_the_next_start(var: P
     assert not (var / PID_FILE).exists()
 
 
-def test_the_terminal_sees_no_initdb_or_pg_ctl_output(var: Path, tmp_path: Path) -> None:
-    log = tmp_path / "serve.log"
-    serve = Serve(var, log)
-    serve.process.send_signal(signal.SIGTERM)
-    assert serve.process.wait(STOP_SECONDS) == 0
-
-    said = log.read_text()
-    assert "initdb" not in said and "pg_ctl" not in said, said
-    assert "initdb" in (var / LOG_FILE).read_text()
+def test_the_terminal_sees_no_initdb_or_pg_ctl_output(first_start: FirstStart) -> None:
+    assert first_start.exit_code == 0, first_start.said
+    assert "initdb" not in first_start.said and "pg_ctl" not in first_start.said, first_start.said
+    assert "initdb" in (first_start.var / LOG_FILE).read_text()

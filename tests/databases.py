@@ -1,0 +1,32 @@
+"""A database of a test's own on the suite's server: created empty, dropped with its connections at the
+end."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import sql
+
+from application.store.database import with_database
+
+
+@contextmanager
+def scratch_database(server_url: str, prefix: str, template: str | None = None) -> Iterator[str]:
+    """The URL of a new database named `<prefix>_<random>`; a copy of the database named `template` (which
+    must have no connections) when given."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        create = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(template)
+        )
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(create)
+    try:
+        yield with_database(server_url, name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
