@@ -25,8 +25,12 @@ from application.settings import Settings
 from application.store.database import (
     IDLE_SECONDS,
     api_pools,
+    check_if_stale,
+    check_if_stale_async,
     ensure_schema,
     eventsourcing_env,
+    note_use,
+    note_use_async,
     pool_settings,
     resolve_database_url,
     tagged,
@@ -127,7 +131,8 @@ def build_runtime(database_url: str | None = None, ledger_clock: Clock | None = 
     )
     credentials = load_or_create_credentials(loaded, var)
     # idempotency leases, callbacks, health: a request waits at most 3 s for a connection, checked before
-    # use (as every pool's are), so a database restart does not fail the next requests on dead connections
+    # use when it was idle (`check_if_stale`), so a database restart does not fail the next requests on dead
+    # connections and a busy pool pays no round trip per loan
     pool = ConnectionPool(
         tagged(url, "api"),
         min_size=0,
@@ -135,7 +140,8 @@ def build_runtime(database_url: str | None = None, ledger_clock: Clock | None = 
         open=True,
         timeout=3,
         max_idle=IDLE_SECONDS,
-        check=ConnectionPool.check_connection,
+        check=check_if_stale,
+        reset=note_use,
     )
     # the requests' claims and answers of idempotency keys, on the event loop (opened with the app); each
     # statement commits by itself, with no BEGIN and COMMIT round trips around it
@@ -147,7 +153,8 @@ def build_runtime(database_url: str | None = None, ledger_clock: Clock | None = 
         timeout=3,
         max_idle=IDLE_SECONDS,
         kwargs={"autocommit": True},
-        check=AsyncConnectionPool.check_connection,
+        check=check_if_stale_async,
+        reset=note_use_async,
     )
     idempotency = IdempotencyStore(pool, API_SCHEMA, async_pool)
     idempotency.create_table()

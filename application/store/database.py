@@ -22,6 +22,7 @@ import getpass
 import logging
 import os
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ import psycopg
 from eventsourcing.postgres import PostgresFactory
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from application.store.schema_lock import SerialAggregateRecorder, SerialApplicationRecorder, schema_creation
 
@@ -46,6 +48,7 @@ APPLICATION_NAME_KEY = "POSTGRES_APPLICATION_NAME"  # ours: eventsourcing's fact
 OPTIONS_KEY = "POSTGRES_OPTIONS"  # ours: libpq `options` of a pool's connections (its timeouts)
 APP_NAME = "broker-ledger"  # every connection's application_name starts with it
 IDLE_SECONDS = 60.0  # a pooled connection unused this long is closed (psycopg's default: 10 minutes)
+STALE_SECONDS = 1.0  # a pooled connection unused this long is checked (one empty query) before it is lent
 
 logger = logging.getLogger(__name__)
 
@@ -307,3 +310,39 @@ def redact(url: str) -> str:
     if params.get("password"):
         params["password"] = "***"
     return build_url(params)
+
+
+# --- checking pooled connections before use, only when they may have gone stale -------------------------
+# psycopg_pool's `check` runs before every loan: checking every time costs a round trip per statement on a
+# busy pool. A connection used within STALE_SECONDS is lent as it is (one that broke since is discarded by
+# the pool when it comes back, and its request answered 503); one idle longer, which a database restart may
+# have closed meanwhile, is checked first, and replaced if dead.
+
+
+def _note_use(conn: Any) -> None:
+    conn._broker_ledger_used_at = time.monotonic()
+
+
+def _stale(conn: Any) -> bool:
+    return time.monotonic() - getattr(conn, "_broker_ledger_used_at", 0.0) > STALE_SECONDS
+
+
+def check_if_stale(conn: psycopg.Connection[Any]) -> None:
+    """A `check` for a `ConnectionPool` (with `reset=note_use`)."""
+    if _stale(conn):
+        ConnectionPool.check_connection(conn)
+
+
+def note_use(conn: psycopg.Connection[Any]) -> None:
+    """A `reset` for a `ConnectionPool`: when the connection came back."""
+    _note_use(conn)
+
+
+async def check_if_stale_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    """A `check` for an `AsyncConnectionPool` (with `reset=note_use_async`)."""
+    if _stale(conn):
+        await AsyncConnectionPool.check_connection(conn)
+
+
+async def note_use_async(conn: psycopg.AsyncConnection[Any]) -> None:
+    _note_use(conn)
