@@ -38,7 +38,8 @@ Snapshots - the aggregates whose history only grows are snapshotted by the libra
     the same partner waits for (rather than for the whole log).
 
 `database` - connection settings: the URL (or the embedded server), the pools' connection budget
-    (`BROKER_LEDGER_DB_CONNECTIONS`), each connection's `application_name`, lock and statement timeouts.
+    (`BROKER_LEDGER_DB_CONNECTIONS`), each connection's `application_name`, lock and statement timeouts; a
+    pooled connection is checked before a loan only when it sat idle long enough to have gone stale.
 
 `embedded_postgres` - the private PostgreSQL started from a pip-installed server when no `DATABASE_URL` is
     given; owned by the `serve` that started it and stopped when that process ends, however it ends.
