@@ -18,11 +18,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 
-from application.store.database import APP_NAME, DEFAULT_CONNECTIONS, with_database
+from application.store.database import APP_NAME, DEFAULT_CONNECTIONS
 from projections.catalog import PROJECTIONS
 from tests.conftest import SAMPLER, ConnectionSampler
+from tests.databases import scratch_database
 from tests.e2e.support import (
     AddressSource,
     Api,
@@ -43,14 +43,8 @@ LOAD_SECONDS = 3.0  # 8 threads reach the pools' peak within a second; sampled e
 @pytest.fixture
 def own_database(database_url: str) -> Iterator[str]:
     """A database of the test's own on the suite's server: the connections to it are the service's."""
-    name = f"budget_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(database_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(database_url, name)
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    with scratch_database(database_url, "budget") as url:
+        yield url
 
 
 class Sampler:

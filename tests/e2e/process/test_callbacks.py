@@ -16,19 +16,16 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from application.settings import DEFAULT_SETTINGS
-from application.store.database import with_database
+from tests.databases import scratch_database
 from tests.e2e.support import (
     ROOT,
     SERVE_COMMAND,
@@ -124,20 +121,8 @@ class Server:
 
 
 @contextlib.contextmanager
-def fresh_database(database_url: str) -> Iterator[str]:
-    name = f"broker_cb_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield with_database(database_url, name)
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@contextlib.contextmanager
 def callback_server(database_url: str, root: Path) -> Iterator[Server]:
-    with fresh_database(database_url) as database:
+    with scratch_database(database_url, "broker_cb") as database:
         server = Server(database, root)
         try:
             server.start()
