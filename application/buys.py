@@ -8,8 +8,9 @@ from application.commands import BuyRequest
 from application.context import Context, new_transaction_code
 from application.counterparties import active_customer, check_account, reads_of_a_create
 from application.limits import Limits
+from application.orders import OrderDesk
 from domain.account import Account, account_code_for
-from domain.errors import AccountDoesNotFit, CryptoAddressInvalid, IdempotencyKeyReused, TransactionExpired
+from domain.errors import AccountDoesNotFit, IdempotencyKeyReused, TransactionExpired
 from domain.limits import LimitWindow
 from domain.transaction import Order, Transaction
 
@@ -25,7 +26,7 @@ class Buys:
         code = new_transaction_code()
         now = self.context.clock.now()
         with self.store.loading(*self._reads(partner, code, request, now)):
-            order, _ = self._checked(partner, code, request, now)
+            order, _ = self._checked(self.context.desk, partner, code, request, now)
         return order
 
     def create(self, partner: str, request: BuyRequest, stage: bool, code: str | None = None) -> Transaction:
@@ -39,8 +40,9 @@ class Buys:
                 existing = self.store.find(Transaction.create_id(partner, code))
                 if existing is not None:
                     return self._retried(existing, request, stage)
-                order, windows = self._checked(partner, code, request, now)
-                valid_until = self.context.desk.valid_until(order.payment_method, now)
+                desk = self.context.desk
+                order, windows = self._checked(desk, partner, code, request, now)
+                valid_until = desk.valid_until(order.payment_method, now)
                 create_buy = Transaction.stage_buy if stage else Transaction.send_buy
                 transaction = create_buy(order, now, valid_until)
             self.store.save(transaction, *windows)
@@ -66,13 +68,12 @@ class Buys:
         return self.store.retrying(commit)
 
     def _checked(
-        self, partner: str, code: str, request: BuyRequest, at: datetime
+        self, desk: OrderDesk, partner: str, code: str, request: BuyRequest, at: datetime
     ) -> tuple[Order, list[LimitWindow]]:
         """Every check of a new buy, in the order create makes them: the request's own content (every
         problem at once), an ACTIVE customer, the account, the price, and the trust-level limits. The priced
         order and the limit windows holding its reservation (unsaved): create saves them, simulate drops
         them."""
-        desk = self.context.desk
         desk.check_buy(request)
         customer = active_customer(self.store, partner, request.customer_code)
         account = self._account(partner, request)
@@ -93,12 +94,8 @@ class Buys:
         return reads_of_a_create(partner, code, request, account_code(partner, request), "buy", at)
 
     def _account(self, partner: str, request: BuyRequest) -> str:
-        """The account of a buy: the one named, or the customer's account for the destination."""
-        self.context.desk.crypto(request.crypto)
-        if not self.context.addresses.is_valid(request.crypto, request.destination_address):
-            raise CryptoAddressInvalid(
-                f"destinationAddress {request.destination_address!r} is not a valid {request.crypto} address"
-            )
+        """The account of a buy: the one named, or the customer's account for the destination (the
+        request's crypto-currency and destination address passed the content checks already)."""
         code = account_code(partner, request)
         account = self.store.find(Account.create_id(partner, code))
         if account is None and request.account_code is None:

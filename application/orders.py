@@ -52,7 +52,7 @@ class OrderDesk:
         return self.checks.accept_callback_url(requested).url
 
     def buy_order(self, partner: str, code: str, request: BuyRequest, account_code: str | None) -> Order:
-        self.check_buy(request)
+        """The priced order of a buy whose content passed `check_buy`."""
         terms = self.terms(request.payment_method, request.crypto, request.currency)
         market = self.prices.price(request.crypto, request.currency).buy
         quote = quote_buy(terms, market, request.fiat_value, request.requested_price, request.fiat_value_name)
@@ -79,8 +79,8 @@ class OrderDesk:
     def sell_order(
         self, partner: str, code: str, request: SellRequest, deposit: tuple[str, str] | None
     ) -> Order:
-        """`deposit` is the (address, path) the customer pays to; None for a simulation."""
-        self.check_sell(request)
+        """The priced order of a sell whose content passed `check_sell`; `deposit` is the (address, path) the
+        customer pays to, None for a simulation."""
         terms = self.terms(request.payment_method, request.crypto, request.currency)
         market = self.prices.price(request.crypto, request.currency).sell
         if request.fiat_value is not None:

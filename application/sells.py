@@ -8,6 +8,7 @@ from application.commands import SellRequest
 from application.context import Context, new_transaction_code
 from application.counterparties import active_customer, check_account, reads_of_a_create
 from application.limits import Limits
+from application.orders import OrderDesk
 from domain.deposits import AddressPool, DepositAddress
 from domain.limits import LimitWindow
 from domain.transaction import Order, Transaction
@@ -24,7 +25,7 @@ class Sells:
         code = new_transaction_code()
         now = self.context.clock.now()
         with self.store.loading(*self._reads(partner, code, request, now)):
-            order, _ = self._checked(partner, code, request, now)
+            order, _ = self._checked(self.context.desk, partner, code, request, now)
         return order
 
     def create(self, partner: str, request: SellRequest, code: str | None = None) -> Transaction:
@@ -40,18 +41,18 @@ class Sells:
                 if existing is not None:
                     self.context.desk.check_same_request(existing.order, request)
                     return existing
-                _, windows = self._checked(partner, code, request, now)  # refuses before allocating
-                transaction, address, pool = self._initiate(partner, code, request, now)
+                desk = self.context.desk  # one for the whole create: its callback URL is checked once
+                _, windows = self._checked(desk, partner, code, request, now)  # refuses before allocating
+                transaction, address, pool = self._initiate(desk, partner, code, request, now)
             self.store.save(transaction, address, pool, *windows)
             return transaction
 
         return self.store.retrying(create)
 
     def _initiate(
-        self, partner: str, code: str, request: SellRequest, at: datetime
+        self, desk: OrderDesk, partner: str, code: str, request: SellRequest, at: datetime
     ) -> tuple[Transaction, DepositAddress, AddressPool]:
         """The sell with the next deposit address of its crypto's pool, the address's index, and the pool."""
-        desk = self.context.desk
         pool = self.store.address_pool(request.crypto)
         deposit = self.context.addresses.derive(request.crypto, pool.allocate(f"sell:{partner}:{code}"))
         order = desk.sell_order(partner, code, request, (deposit.address, deposit.path))
@@ -67,14 +68,12 @@ class Sells:
         return transaction, address, pool
 
     def _checked(
-        self, partner: str, code: str, request: SellRequest, at: datetime
+        self, desk: OrderDesk, partner: str, code: str, request: SellRequest, at: datetime
     ) -> tuple[Order, list[LimitWindow]]:
         """Every check of a new sell, as a buy's; the order has no deposit address yet (create derives one
         only once the request passed), and its limit amount is the final order's."""
-        desk = self.context.desk
         desk.check_sell(request)
         customer = active_customer(self.store, partner, request.customer_code)
-        desk.crypto(request.crypto)
         check_account(self.store, partner, self.store.account(partner, request.account_code), request)
         order = desk.sell_order(partner, code, request, None)
         return order, self.limits.reserve(customer, "sell", order, at)
