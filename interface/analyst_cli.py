@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import sys
 from typing import Annotated
 
 import psycopg
@@ -21,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from application.credentials import var_dir
 from application.store.database import build_url, redact, resolve_database_url
+from interface.cli import fail
 from projections.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
 from projections.catalog import CALLBACK_OUTBOX, READ_MODELS
 from projections.postgres import READ_SCHEMA
@@ -32,7 +32,6 @@ ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 PRIVATE_SCHEMAS = ("ledger", "api")
 # of the schema `read`: the callbacks' partner data, and the projections' failures (free-text errors)
 PRIVATE_TABLES = (STATES, OUTBOX, ATTEMPTS, ENDPOINTS, "projection_status")
-USAGE_ERROR = 2
 
 
 @app.command(name="create-role")
@@ -46,14 +45,14 @@ def create_role(
 ) -> int:
     """Create (or update) a LOGIN role that can read the schema `read` and nothing else."""
     if not ROLE_NAME.match(name):
-        return _fail(f"{name!r} is not a plain role name (lower-case letters, digits and _)")
+        return fail(f"{name!r} is not a plain role name (lower-case letters, digits and _)")
     url = resolve_database_url(var_dir())
     for spec in (READ_MODELS, CALLBACK_OUTBOX):  # the read schema and its tables exist before the grants
         open_view(url, spec).datastore.close()
     create_status_table(url)  # excluded below; created later, the default privileges would let it be read
     with psycopg.connect(url, autocommit=True) as conn:
         if conn.execute("SELECT current_user").fetchone()[0] == name:
-            return _fail(f"{name!r} is the service's own role; choose another name")
+            return fail(f"{name!r} is the service's own role; choose another name")
         existed = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone() is not None
         if password is None and not existed:
             password = secrets.token_urlsafe(18)
@@ -101,8 +100,3 @@ def grants(name: str, password: str | None, existed: bool, dbname: str) -> list[
             ).format(sql.Literal(private), sql.Literal(name))
         ]
     return statements
-
-
-def _fail(message: str) -> int:
-    print(message, file=sys.stderr)
-    return USAGE_ERROR

@@ -10,25 +10,10 @@ from typing import Annotated, TextIO
 
 from cyclopts import App, Parameter
 
-from application.credentials import var_dir
-from application.store.database import ensure_schema, resolve_database_url
-from application.store.log import EVENTS_SCHEMA
+from interface.cli import event_store_url, fail
 from projections.audit import Report, export, verify
 
-USAGE_ERROR = 2
-
 app = App(name="audit", help="Verify the ledger's integrity and export its history for auditors.")
-
-
-def _database() -> str:
-    url = resolve_database_url(var_dir())
-    ensure_schema(url, EVENTS_SCHEMA)
-    return url
-
-
-def _fail(message: str) -> int:
-    print(message, file=sys.stderr)
-    return USAGE_ERROR
 
 
 @app.command(name="verify")
@@ -48,9 +33,9 @@ def verify_command(
     for item in expect or []:
         position, _, chain_hash = item.partition(":")
         if not position.isdigit() or len(chain_hash) != 64:
-            return _fail(f"--expect {item!r}: give NOTIFICATION_ID:CHAIN_HASH (64 hex digits)")
+            return fail(f"--expect {item!r}: give NOTIFICATION_ID:CHAIN_HASH (64 hex digits)")
         expected.append((int(position), chain_hash.lower()))
-    report = verify(_database(), expected=expected)
+    report = verify(event_store_url(), expected=expected)
     print_report(report)
     return 0 if report.ok else 1
 
@@ -90,10 +75,10 @@ def export_command(
     try:
         start, end = (_utc(datetime.fromisoformat(moment)) for moment in (from_, to))
     except ValueError as error:
-        return _fail(f"--from/--to: {error}")
+        return fail(f"--from/--to: {error}")
     if start >= end:
-        return _fail(f"--from ({start.isoformat()}) must be before --to ({end.isoformat()})")
-    url = _database()
+        return fail(f"--from ({start.isoformat()}) must be before --to ({end.isoformat()})")
+    url = event_store_url()
     with ExitStack() as stack:
         stream = sys.stdout if out == "-" else stack.enter_context(Path(out).open("w", encoding="utf-8"))
         done = export(url, start, end, stream)

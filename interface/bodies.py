@@ -121,9 +121,7 @@ def _read_fields(
     stops at the first): unknown fields, missing required ones, and each field that is not what it must
     be. With the body as declared (see `_as_declared`), the fields that are what they must be (converted)
     and the names of those that are not."""
-    info = _type_info(target)
-    declared_types = {field.encode_name: field.type for field in info.fields}
-    fields = {field.encode_name: field for field in msgspec.structs.fields(target)}
+    declared_types, fields = _fields_of(target)
     problems = [f"Object contains unknown field `{name}`" for name in raw if name not in fields]
     declared, readable, unread = dict(raw), {}, set()
     for name, field in fields.items():
@@ -197,6 +195,15 @@ def _refuse_duplicate_keys(body: bytes) -> None:
     if duplicates:
         errors = [f"key {key!r} appears more than once in one object; send it once" for key in duplicates]
         raise RequestRefused(422, "duplicate_key", "; ".join(errors), errors=errors)
+
+
+@functools.cache
+def _fields_of(
+    target: type[msgspec.Struct],
+) -> tuple[dict[str, msgspec.inspect.Type], dict[str, msgspec.structs.FieldInfo]]:
+    """A body struct's declared types and fields by the names clients send (worked out once per struct)."""
+    declared_types = {field.encode_name: field.type for field in _type_info(target).fields}
+    return declared_types, {field.encode_name: field for field in msgspec.structs.fields(target)}
 
 
 @functools.cache

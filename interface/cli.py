@@ -22,7 +22,8 @@ from application.adapters.addresses import Bip32AddressBook
 from application.credentials import ClientRecord, CredentialsError, stored_token_key, var_dir
 from application.ports import SystemClock
 from application.settings import SettingsError, settings_path
-from application.store.database import APP_NAME
+from application.store.database import APP_NAME, ensure_schema, resolve_database_url
+from application.store.log import EVENTS_SCHEMA
 from interface.auth import InvalidScope, TokenService
 from interface.settings import ServiceSettings, load_service_settings
 
@@ -58,6 +59,13 @@ SettingsOption = Annotated[
 def fail(message: str) -> int:
     print(message, file=sys.stderr)
     return USAGE_ERROR
+
+
+def event_store_url() -> str:
+    """The database the service uses (as `serve` finds it), with the event store's schema in place."""
+    url = resolve_database_url(var_dir())
+    ensure_schema(url, EVENTS_SCHEMA)
+    return url
 
 
 def settings_or_none(path: Path | None) -> ServiceSettings | None:

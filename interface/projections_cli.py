@@ -16,22 +16,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from application.credentials import var_dir
 from application.logs import configure_logging
-from application.store.database import ensure_schema, eventsourcing_env, resolve_database_url
+from application.store.database import eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
+from interface.cli import event_store_url
 from projections import status as projection_status
 from projections.catalog import PROJECTIONS, by_name
 from projections.runner import ProjectionSpec, ProjectionWorker, exclusive, open_view, replay
 
 app = App(name="projections", help="Run, inspect and rebuild the read models.")
 console = Console()
-
-
-def _database() -> str:
-    url = resolve_database_url(var_dir())
-    ensure_schema(url, EVENTS_SCHEMA)
-    return url
 
 
 def _log_app(url: str) -> LedgerLog:
@@ -43,7 +37,7 @@ def run() -> int:
     """Run every projection in the foreground until SIGTERM or Ctrl-C (one process in the cluster runs
     each projection at a time; start several for fail-over)."""
     configure_logging("info")
-    url = _database()
+    url = event_store_url()
     workers = [ProjectionWorker(url, spec) for spec in PROJECTIONS]
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -62,7 +56,7 @@ def status() -> int:
     oldest event it has not applied), whether this cluster runs it, and its last error while it fails.
     Exit 1 when a projection is stalled (a recorded failure, or a lag older than
     BROKER_LEDGER_PROJECTION_STALL_SECONDS), else 0."""
-    url = _database()
+    url = event_store_url()
     log_app = _log_app(url)
     try:
         head = log_app.recorder.max_notification_id() or 0
@@ -109,7 +103,7 @@ def rebuild(name: Annotated[str | None, Parameter(help="One projection; default 
     except KeyError as error:
         console.print(f"[red]{error.args[0]}[/red]")
         return 2
-    url = _database()
+    url = event_store_url()
     log_app = _log_app(url)
     head = log_app.recorder.max_notification_id() or 0
     log_app.close()

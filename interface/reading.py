@@ -48,16 +48,12 @@ class Reader:
         self.failing = failing or self._read_models_failing
 
     def catch_up(self, partner: str) -> bool:
-        """Waits until the read models hold the partner's last write; False when time ran out, at once when
-        the read models' projection has a recorded failure."""
+        """Waits until the read models hold the partner's last write (see `holds_write`)."""
         with self.view.datastore.get_connection() as conn:
             written = self.positions.last(conn, partner)
-        if written == 0:
-            return True
-        wait = 0.0 if self.failing() else self.wait_seconds
-        caught_up = self.view.caught_up(written, wait)
+        caught_up = holds_write(written, self.view.caught_up, self.failing, self.wait_seconds)
         if not caught_up:
-            log.warning("read models behind %s's last write (%d) after %.1f s", partner, written, wait)
+            log.warning("read models behind %s's last write (%d)", partner, written)
         return caught_up
 
     def transaction(self, partner: str, code: str) -> r.TransactionEnvelope:
@@ -84,6 +80,17 @@ class Reader:
 
     def close(self) -> None:
         self.view.datastore.close()
+
+
+def holds_write(
+    written: int, reached: Callable[[int, float], bool], failing: Callable[[], bool], wait_seconds: float
+) -> bool:
+    """Whether a view holds a partner's last write (`written`, 0 for none): at once if it has reached it
+    (`reached(position, seconds)` waits that long at most); else, unless its projection has a recorded
+    failure (it will not catch up meanwhile), once it reaches it within `wait_seconds`."""
+    if written == 0 or reached(written, 0.0):
+        return True
+    return not failing() and reached(written, wait_seconds)
 
 
 def read_model_behind(failing: bool, projection: str = "read models", what: str = "the list") -> ApiProblem:

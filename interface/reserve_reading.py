@@ -22,14 +22,14 @@ from application.settings import Settings
 from domain.money import WIDE
 from domain.reserves import BANK, HOT_WALLET
 from interface.read_your_writes import WritePositions
-from interface.reading import read_model_behind
+from interface.reading import holds_write, read_model_behind
 from interface.schemas import reserves as s
 from projections import status
+from projections.ledger_postings import PostingsProjection
 from projections.reserve_positions import ReservePosition, read_positions, wait_for_position
 
 log = logging.getLogger("broker_ledger.reserves")
 WAIT_SECONDS = 2.0  # how long a read waits for the Postings view to reach the writes made before it
-POSTINGS = "Postings"  # the projection of the reserves
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,16 @@ class ReserveReader:
         always += [(BANK, code) for code in self.settings.currencies]
         with self.pool.connection() as conn:
             last = self.written.last(conn, partner)
-            failing = status.has_failure(conn, POSTINGS)
-            if not wait_for_position(conn, last, 0.0 if failing else self.wait_seconds):
+
+            def failing() -> bool:
+                return status.has_failure(conn, PostingsProjection.name)
+
+            def reached(position: int, seconds: float) -> bool:
+                return wait_for_position(conn, position, seconds)
+
+            if not holds_write(last, reached, failing, self.wait_seconds):
                 log.warning("ledger postings behind %s's last write (%d); answered 503", partner, last)
-                raise read_model_behind(failing, "ledger postings", "the reserves")
+                raise read_model_behind(failing(), "ledger postings", "the reserves")
             return read_positions(conn, always)
 
 

@@ -11,6 +11,8 @@ from psycopg import IsolationLevel
 from psycopg.rows import DictRow, dict_row
 from psycopg.sql import SQL, Composable, Identifier
 
+from application.store.database import OPTIONS_KEY, PROJECTION_TIMEOUTS
+
 Connection = psycopg.Connection[DictRow]
 
 OK = "OK"
@@ -44,8 +46,14 @@ class TableChecksum:
 
 def small_pool(env: dict[str, str]) -> dict[str, str]:
     """`env` with a pool of one connection (and a few more on demand): the checks run one query at a time,
-    and a busy server should not lose connections to an audit."""
-    return {**env, "POSTGRES_POOL_SIZE": "1", "POSTGRES_MAX_OVERFLOW": "3"}
+    and a busy server should not lose connections to an audit. Its statements read the whole log, so they
+    get the projections' timeouts, not a request's."""
+    return {
+        **env,
+        "POSTGRES_POOL_SIZE": "1",
+        "POSTGRES_MAX_OVERFLOW": "3",
+        OPTIONS_KEY: PROJECTION_TIMEOUTS.options(),
+    }
 
 
 @contextmanager

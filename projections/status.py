@@ -111,15 +111,17 @@ def clear_failure(url: str, name: str) -> None:
 
 
 def _exists(conn: psycopg.Connection[Any], table: sql.Identifier) -> bool:
-    return conn.execute("SELECT to_regclass(%s)", [table.as_string(conn)]).fetchone()[0] is not None
+    """Whether `table` exists (on any connection, whatever its row factory)."""
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        found = cursor.execute("SELECT to_regclass(%s)", [table.as_string(conn)]).fetchone()
+    return found is not None and found[0] is not None
 
 
 def has_failure(conn: psycopg.Connection[Any], name: str) -> bool:
     """Whether projection `name` has a recorded failure (on any connection, whatever its row factory)."""
+    if not _exists(conn, TABLE):
+        return False
     with conn.cursor(row_factory=tuple_row) as cursor:
-        found = cursor.execute("SELECT to_regclass(%s)", [TABLE.as_string(conn)]).fetchone()
-        if found is None or found[0] is None:
-            return False
         select = sql.SQL("SELECT 1 FROM {} WHERE projection = %s").format(TABLE)
         return cursor.execute(select, (name,)).fetchone() is not None
 

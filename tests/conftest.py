@@ -33,7 +33,7 @@ from application.store.database import (
     start_embedded_server,
     with_database,
 )
-from tests.connection_hints import SUITE_CONNECTIONS, too_many_clients
+from tests.connection_hints import SUITE_CONNECTIONS, TOO_MANY, too_many_clients
 
 HOW_TO_GET_POSTGRES = (
     "Start PostgreSQL (e.g. "
@@ -181,7 +181,7 @@ def _admin(server_url: str, statement: sql.Composable) -> None:
         return
     except psycopg.OperationalError as error:
         problem = str(error)
-    if "too many clients" in problem:
+    if TOO_MANY in problem:
         pytest.fail(f"{problem.strip()}\n{too_many_clients(server_url)}", pytrace=False)
     pytest.fail(
         f"Cannot reach PostgreSQL at {redact(server_url)}: {problem}\n{HOW_TO_GET_POSTGRES}",

@@ -10,6 +10,8 @@ makes an `Api` client on it; tokens come from the real OAuth2 endpoint with the 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from litestar.testing import TestClient
 from tests.e2e.support import (
     API_VERSION,
     CLIENTS,
+    ROOT,
     AddressSource,
     Api,
     Connect,
@@ -122,3 +125,17 @@ def make_customer(broker: Api, addresses: AddressSource) -> Callable[..., Custom
 def customer(make_customer: Callable[..., Customer]) -> Customer:
     """A fresh ACTIVE Basic customer of partner demo with a BTC account."""
     return make_customer()
+
+
+@pytest.fixture(scope="package")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project built as a wheel, once for the package's tests of what it carries."""
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (built,) = out.glob("broker_ledger-*.whl")
+    return built

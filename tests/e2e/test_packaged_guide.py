@@ -9,25 +9,10 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from interface.examples import guide_examples
+from tests.e2e.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "api.md"
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (built,) = out.glob("broker_ledger-*.whl")
-    return built
 
 
 def test_the_wheel_carries_the_api_guide_in_the_interface_package(wheel: Path) -> None:

@@ -79,14 +79,6 @@ def check_installed(command: list[str], elsewhere: Path, env: dict[str, str] | N
     assert not (elsewhere / "var").exists()
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    pip(Path(sys.executable).parent, "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT))
-    (built,) = out.glob("broker_ledger-*.whl")
-    return built
-
-
 def test_the_wheel_carries_the_demo_settings_as_package_data(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()

@@ -5,7 +5,6 @@ claim that nobody finishes. In-process, on the real app and PostgreSQL."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -13,18 +12,7 @@ import pytest
 from litestar.testing import TestClient
 
 from interface.idempotency import IdempotencyStore
-from tests.in_process import app_client, bearer_headers
-
-
-@pytest.fixture(scope="module")
-def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("idempotent-answers") / "var"
-
-
-@pytest.fixture(scope="module")
-def client(database_url: str, var: Path) -> Iterator[TestClient]:
-    with app_client(database_url, var) as test_client:
-        yield test_client
+from tests.in_process import bearer_headers
 
 
 def kept_keys(database_url: str, key: str) -> int:

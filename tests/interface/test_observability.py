@@ -7,27 +7,14 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from litestar.testing import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from application.logs import JsonLines, formatter_for_output, log_config
 from projections.catalog import PROJECTIONS
-from tests.in_process import app_client, bearer_headers
-
-
-@pytest.fixture(scope="module")
-def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("observability") / "var"
-
-
-@pytest.fixture(scope="module")
-def client(database_url: str, var: Path) -> Iterator[TestClient]:
-    with app_client(database_url, var) as test_client:
-        yield test_client
+from tests.in_process import bearer_headers
 
 
 def samples(client: TestClient) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -5,7 +5,6 @@ document lists for that operation (`x-codes` of the response, also written in it
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from litestar.testing import TestClient
 
 from interface.schemas.base import EXAMPLE_ADDRESS
-from tests.in_process import app_client, bearer_headers
+from tests.in_process import bearer_headers
 
 MISSING_TX = "TX0000000000000000"
 BUY = {
@@ -24,17 +23,6 @@ BUY = {
     "paymentMethodCode": "BANK_EUR_BUY",
 }
 SELL = {"currencyCode": "EUR", "cryptoCode": "BTC", "paymentMethodCode": "BANK_EUR_SELL", "fiatValue": 100}
-
-
-@pytest.fixture(scope="module")
-def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("problem-codes") / "var"
-
-
-@pytest.fixture(scope="module")
-def client(database_url: str, var: Path) -> Iterator[TestClient]:
-    with app_client(database_url, var) as test_client:
-        yield test_client
 
 
 @pytest.fixture(scope="module")
