@@ -7,11 +7,11 @@ from datetime import datetime
 from uuid import UUID
 
 from application.commands import BuyRequest, SellRequest
-from application.store.aggregates import LedgerStore
+from application.limits import window_reads
+from application.store.aggregates import LatestOf, LedgerStore
 from domain.account import Account
 from domain.customer import Customer
 from domain.errors import AccountDoesNotFit, AccountNotOfCustomer, CustomerNotActive
-from domain.limits import PERIODS, LimitWindow, period_key
 from domain.transaction import Transaction
 
 
@@ -46,15 +46,12 @@ def reads_of_a_create(
     account_code: str,
     direction: str,
     at: datetime,
-) -> list[UUID]:
+) -> list[UUID | LatestOf]:
     """What creating a buy or a sell reads: the transaction (if a retry made it), the customer, the account
-    and the limit windows."""
+    and the limit windows (their latest events)."""
     return [
         Transaction.create_id(partner, code),
         Customer.create_id(partner, request.customer_code),
         Account.create_id(partner, account_code),
-        *(
-            LimitWindow.create_id(partner, request.customer_code, direction, period_key(period, at))
-            for period in PERIODS
-        ),
+        *window_reads(partner, request.customer_code, direction, at),
     ]

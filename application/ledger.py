@@ -55,7 +55,6 @@ from domain.account import Account
 from domain.customer import Customer
 from domain.deposits import AddressPool
 from domain.errors import CurrencyNotFound
-from domain.limits import LimitWindow
 from domain.pricing import Price
 from domain.reserves import ReserveAdjustment
 from domain.transaction import Order, Transaction
@@ -63,9 +62,9 @@ from domain.transaction import Order, Transaction
 
 class Ledger(LedgerLog):
     # Aggregates whose history only grows are loaded from a snapshot plus the events since: every sell and
-    # account opening allocates from its crypto's pool, and every buy or sell reserves in its customer's
-    # day and month limit windows (a month window of an active customer holds hundreds of reservations).
-    snapshotting_intervals = {AddressPool: 100, LimitWindow: 16}
+    # account opening allocates from its crypto's pool. (Limit windows need none: each loads from its latest
+    # event, which carries its total; see domain/limits.py.)
+    snapshotting_intervals = {AddressPool: 100}
 
     def __init__(
         self,

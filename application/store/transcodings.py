@@ -1,4 +1,9 @@
-"""How the domain's value objects are stored in events: each frozen dataclass as a dict of its fields."""
+"""How the domain's value objects are stored in events: each frozen dataclass as a dict of its fields.
+
+`VALUE_OBJECTS` is the one list of them (with their free-form fields): the library's JSON transcoder gets a
+`DataclassAsDict` for each (the first stored format, still read), and the msgspec mapper
+(`application.store.msgspec_mapper`, the format written now) decodes exactly these into their classes.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from eventsourcing.persistence import JSONTranscoder, Transcoding
 
 from domain.pricing import Fees, Quote
 from domain.transaction import ChainPayment, Order
+
+# value object -> its fields that hold partners' own string dictionaries
+VALUE_OBJECTS: dict[type, tuple[str, ...]] = {Fees: (), Quote: (), ChainPayment: (), Order: ("data",)}
 
 
 class DataclassAsDict(Transcoding):
@@ -36,6 +44,5 @@ class DataclassAsDict(Transcoding):
 
 
 def register_value_objects(transcoder: JSONTranscoder) -> None:
-    for cls in (Fees, Quote, ChainPayment):
-        transcoder.register(DataclassAsDict(cls))
-    transcoder.register(DataclassAsDict(Order, free_form=("data",)))
+    for cls, free_form in VALUE_OBJECTS.items():
+        transcoder.register(DataclassAsDict(cls, free_form=free_form))

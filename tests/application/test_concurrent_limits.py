@@ -43,3 +43,19 @@ def test_concurrent_buys_never_pass_the_daily_limit(make_ledger, pooled_env, add
         assert usage["buy", "monthly"].used == admitted * Decimal(amount)
         for transaction in created:
             assert ledger.transaction("demo", transaction.code).version == transaction.version
+
+
+def test_concurrent_creates_under_one_code_count_their_buy_once(make_ledger, pooled_env, addresses):
+    """A window keeps no list of its orders: the one transaction per code, saved with the windows, is what
+    makes retries of one request (one Idempotency-Key, one code) reserve once."""
+    ledger = make_ledger(pooled_env)
+    address = addresses.next()
+    register_active(ledger, "demo", "retrier", "Basic")
+    open_btc_account(ledger, "demo", "retrier", address)
+    request = BuyRequest("retrier", "EUR", "BTC", Decimal("100"), address, "BANK_EUR_BUY")
+
+    outcomes = race(20, lambda _: ledger.create_buy("demo", request, stage=False, code="ONE-KEY"))
+
+    assert all(isinstance(o, Transaction) and o.code == "ONE-KEY" for o in outcomes), outcomes
+    usage = {(u.direction, u.period): u.used for u in ledger.limits("demo", "retrier")}
+    assert usage["buy", "daily"] == usage["buy", "monthly"] == Decimal("100")

@@ -106,12 +106,12 @@ def test_amounts_are_exact_json_numbers(periods):
     staged = [line for line in lines if line["type"].endswith("Transaction.Initiated")]
     assert len(staged) == 2
     for line in staged:
-        stored = json.loads(line["state"])["order"]["_data_"]["quote"]["_data_"]
+        stored = json.loads(line["state"])["order"]["quote"]
         quote = line["data"]["order"]["quote"]
         assert quote["crypto_amount"] == Decimal("0.00123457")
         for field in ("price", "crypto_amount", "fiat_value", "crypto_value"):
             assert isinstance(quote[field], Decimal)
-            assert quote[field] == Decimal(stored[field]["_data_"])
+            assert quote[field] == Decimal(stored[field])
         raw = next(
             text
             for text in _raw_lines(url, start, end)

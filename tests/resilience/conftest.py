@@ -21,31 +21,16 @@ from tests.e2e.support import Api, api_client, client_secrets, log_tail, obtain_
 from tests.resilience.processes import ApiServer, ClusterUnavailable, PrivateCluster
 
 HEALTHY_WITHIN_SECONDS = 30
-FIGURES = pytest.StashKey[list[tuple[str, dict[str, Any]]]]()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.stash[FIGURES] = []
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    reported = config.stash.get(FIGURES, [])
-    if not reported:
-        return
-    terminalreporter.section("resilience figures")
-    for name, figures in reported:
-        terminalreporter.write_line(
-            f"{name}: " + ", ".join(f"{key}={value}" for key, value in figures.items())
-        )
 
 
 @pytest.fixture
 def report(request: pytest.FixtureRequest) -> Any:
-    """report(**figures): prints the test's figures now and lists them again in the terminal summary."""
+    """report(**figures): prints the test's figures now; the root conftest lists them again in the terminal
+    summary (they travel as the test report's user property `figures`, so xdist workers' figures reach it)."""
 
     def write(**figures: Any) -> None:
         print(f"\n[{request.node.name}] " + ", ".join(f"{key}={value}" for key, value in figures.items()))
-        request.config.stash[FIGURES].append((request.node.name, figures))
+        request.node.user_properties.append(("figures", {key: str(value) for key, value in figures.items()}))
 
     return write
 

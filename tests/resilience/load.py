@@ -219,7 +219,7 @@ def transactions_in_store(database_url: str, customers: list[Customer]) -> Count
     with psycopg.connect(database_url, connect_timeout=10) as connection:
         rows = connection.execute(
             "SELECT originator_id FROM ledger.ledger_events WHERE originator_version = 1 AND topic = %s"
-            " AND convert_from(state, 'UTF8')::jsonb #>> '{order,_data_,customer_code}' = ANY(%s)",
+            " AND convert_from(state, 'UTF8')::jsonb #>> '{order,customer_code}' = ANY(%s)",
             (STAGED_TOPIC, [customer.code for customer in customers]),
         ).fetchall()
     return Counter(row[0] for row in rows)

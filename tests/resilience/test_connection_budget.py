@@ -18,10 +18,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from application.store.database import APP_NAME, DEFAULT_CONNECTIONS
 from projections.catalog import PROJECTIONS
-from tests.conftest import SAMPLER, ConnectionSampler
 from tests.databases import scratch_database
 from tests.e2e.support import (
     AddressSource,
@@ -33,6 +33,7 @@ from tests.e2e.support import (
     obtain_token,
     running_server,
 )
+from tests.suite_server import ConnectionSampler
 
 IDLE_BUDGET = 8  # serve, one worker, projections in-process, nothing asked of it
 PEAK_BUDGET = DEFAULT_CONNECTIONS + len(PROJECTIONS)  # its pools at their fullest, and one per projection
@@ -123,25 +124,30 @@ def test_serve_keeps_to_its_connection_budget_idle_and_under_concurrent_buys(
     )
 
 
-def next_samples(sampler: ConnectionSampler, count: int = 2) -> int:
-    """The sampler's figure once it has sampled `count` more times."""
+def next_samples(sampler: ConnectionSampler, count: int = 2) -> dict[str, int]:
+    """The sampler's connections by database once it has sampled `count` more times."""
     target = sampler.samples + count
     deadline = time.monotonic() + 5
     while sampler.samples < target and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert sampler.samples >= target, f"the session's connection sampler stopped: {sampler.error}"
-    return sampler.latest
+    assert sampler.samples >= target, f"the connection sampler stopped: {sampler.error}"
+    return sampler.latest_by_database
 
 
-def test_the_sessions_sampler_counts_connections_to_databases_created_during_the_session(
-    own_database: str, pytestconfig: pytest.Config
-) -> None:
-    sampler = pytestconfig.stash[SAMPLER]
-    held = [psycopg.connect(own_database) for _ in range(3)]
+def test_the_runs_sampler_counts_connections_to_databases_created_after_it_began(database_url: str) -> None:
+    sampler = ConnectionSampler(database_url, "broker_test_none_of_ours_")
+    sampler.start()
     try:
-        holding = next_samples(sampler)
+        next_samples(sampler)
+        with scratch_database(database_url, "budget") as url:
+            name = conninfo_to_dict(url)["dbname"]
+            held = [psycopg.connect(url) for _ in range(3)]
+            try:
+                assert next_samples(sampler).get(name) == 3
+            finally:
+                for connection in held:
+                    connection.close()
+            assert name not in next_samples(sampler)
+        assert sampler.peak >= 3
     finally:
-        for connection in held:
-            connection.close()
-    assert holding - next_samples(sampler) >= 3
-    assert sampler.peak >= holding
+        sampler.stop()

@@ -14,6 +14,20 @@ from pathlib import Path
 
 import pytest
 
+from application.store.database import CONNECTIONS_ENV, MIN_CONNECTIONS
+
+# The role fixtures again, so that this package's server gets its own: a package-scoped fixture is cached
+# where it is defined, and the in-process ones of tests/e2e may already be set up on this xdist worker.
+from tests.e2e.conftest import (  # noqa: F401
+    auditor,
+    broker,
+    generated_secrets,
+    operator,
+    other_broker,
+    other_operator,
+    token_signing_key,
+    tokens,
+)
 from tests.e2e.support import API_VERSION, Api, Connect, api_client, running_server
 
 
@@ -29,7 +43,9 @@ def server_log(server_var: Path) -> Path:
 
 @pytest.fixture(scope="package")
 def base_url(database_url: str, server_var: Path, server_log: Path) -> Iterator[str]:
-    with running_server(database_url, server_var, server_log, workers=2) as url:
+    # the smallest pools serve allows: other process tests start their own servers while this one runs
+    budget = {CONNECTIONS_ENV: str(MIN_CONNECTIONS)}
+    with running_server(database_url, server_var, server_log, workers=2, env=budget) as url:
         yield url
 
 
