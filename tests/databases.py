@@ -3,6 +3,8 @@ end."""
 
 from __future__ import annotations
 
+import itertools
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,18 +17,29 @@ from application.store.database import with_database
 
 @contextmanager
 def scratch_database(server_url: str, prefix: str, template: str | None = None) -> Iterator[str]:
-    """The URL of a new database named `<prefix>_<random>`; a copy of the database named `template` (which
-    must have no connections) when given."""
+    """The URL of a new database named `<prefix>_<random>`; a copy of the database named `template` when
+    given (waiting up to 5 s for the template's last connections to be gone)."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
     if template is not None:
         create = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
             sql.Identifier(name), sql.Identifier(template)
         )
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(create)
+    _create(server_url, create)
     try:
         yield with_database(server_url, name)
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _create(server_url: str, create: sql.Composable) -> None:
+    for attempt in itertools.count():
+        try:
+            with psycopg.connect(server_url, autocommit=True) as conn:
+                conn.execute(create)
+            return
+        except psycopg.errors.ObjectInUse:
+            if attempt >= 50:
+                raise
+            time.sleep(0.1)

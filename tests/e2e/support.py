@@ -56,6 +56,13 @@ ENCODER = msgspec.json.Encoder(decimal_format="number")
 # --- the server process ---------------------------------------------------------------------------------
 
 
+def local_callback_settings() -> str:
+    """The demo settings' text with `localhost` allowed as a plain-http callback host (for test receivers)."""
+    text = DEFAULT_SETTINGS.read_text()
+    assert "callback_http_hosts = []" in text
+    return text.replace("callback_http_hosts = []", 'callback_http_hosts = ["localhost"]')
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -24,7 +24,7 @@ import pytest
 from litestar.testing import TestClient
 
 from application.credentials import VAR_ENV
-from application.settings import DEFAULT_SETTINGS, SETTINGS_ENV
+from application.settings import SETTINGS_ENV
 from application.sweeper import OverdueTransactions
 from interface.app import build_runtime, create_app
 from tests.clock import FakeClock
@@ -37,6 +37,7 @@ from tests.e2e.support import (
     expect,
     expect_problem,
     limits_used,
+    local_callback_settings,
     sell_body,
     unique_code,
 )
@@ -76,9 +77,7 @@ class Clocked:
 def clocked(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clocked]:
     root = tmp_path_factory.mktemp("contract-flows")
     settings = root / "settings.toml"
-    text = DEFAULT_SETTINGS.read_text()
-    assert "callback_http_hosts = []" in text
-    settings.write_text(text.replace("callback_http_hosts = []", 'callback_http_hosts = ["localhost"]'))
+    settings.write_text(local_callback_settings())
     clock = FakeClock()
     with scratch_database(database_url, "broker_flows") as database, pytest.MonkeyPatch.context() as patch:
         patch.setenv(VAR_ENV, str(root / "var"))

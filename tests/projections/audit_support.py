@@ -4,8 +4,6 @@ projections of the catalog brought up to date, and tampering with stored rows as
 from __future__ import annotations
 
 import itertools
-import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -22,11 +20,12 @@ from application.commands import BuyRequest, DepositReport, SellRequest, Sendout
 from application.ledger import Ledger
 from application.ports import SystemClock
 from application.settings import load_settings
-from application.store.database import ensure_schema, eventsourcing_env, with_database
+from application.store.database import ensure_schema, eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit_sql import small_pool
 from projections.catalog import PROJECTIONS
 from projections.runner import ProjectionSpec, open_view, replay
+from tests.databases import scratch_database
 
 FIRST_ADDRESS_INDEX = 5000  # customers' own addresses; the service hands out deposit addresses from 0
 
@@ -35,34 +34,10 @@ FIRST_ADDRESS_INDEX = 5000  # customers' own addresses; the service hands out de
 def own_database(server_url: str, template: str | None = None) -> Iterator[str]:
     """A new database with the event store's schema, or a copy of the database at `template` (which must
     have no connections left); dropped, with its connections, at the end."""
-    name = f"broker_audit_{uuid.uuid4().hex[:12]}"
-    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-    if template is not None:
-        source = conninfo_to_dict(template)["dbname"]
-        create = sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-            sql.Identifier(name), sql.Identifier(source)
-        )
-    _create(server_url, create)
-    url = with_database(server_url, name)
-    try:
+    source = conninfo_to_dict(template)["dbname"] if template is not None else None
+    with scratch_database(server_url, "broker_audit", source) as url:
         ensure_schema(url, EVENTS_SCHEMA)
         yield url
-    finally:
-        with psycopg.connect(server_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-def _create(server_url: str, create: sql.Composable) -> None:
-    """Runs `create`, waiting a little for the template's last connections to be gone."""
-    for attempt in itertools.count():
-        try:
-            with psycopg.connect(server_url, autocommit=True) as conn:
-                conn.execute(create)
-            return
-        except psycopg.errors.ObjectInUse:
-            if attempt >= 50:
-                raise
-            time.sleep(0.1)
 
 
 def new_ledger(url: str, pool_size: int = 2) -> Ledger:

@@ -34,7 +34,7 @@ import pytest
 
 from application.settings import DEFAULT_SETTINGS, load_settings
 from projections.catalog import PROJECTIONS
-from tests.e2e.support import Api, api_client, client_secrets, log_tail, obtain_token
+from tests.e2e.support import Api, api_client, client_secrets, local_callback_settings, log_tail, obtain_token
 from tests.receivers import Receiver, receiving, wait_until
 from tests.resilience.books import Auditor
 from tests.resilience.conftest import HEALTHY_WITHIN_SECONDS
@@ -103,9 +103,7 @@ class Fleet:
 def settings_with_callbacks(path: Path, url: str) -> Path:
     """The demo settings, with `localhost` allowed for plain http and every EUR buy and sell calling `url`
     back (the payment methods' default callback URL), so the shared flows need no change."""
-    text = DEFAULT_SETTINGS.read_text()
-    assert "callback_http_hosts = []" in text
-    text = text.replace("callback_http_hosts = []", 'callback_http_hosts = ["localhost"]')
+    text = local_callback_settings()
     for method in ("BANK_EUR_BUY", "BANK_EUR_SELL"):
         header = f"[payment_methods.{method}]\n"
         assert header in text

@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 
-from application.settings import DEFAULT_SETTINGS
 from tests.databases import scratch_database
 from tests.e2e.support import (
     ROOT,
@@ -41,6 +40,7 @@ from tests.e2e.support import (
     expect,
     expect_problem,
     free_port,
+    local_callback_settings,
     log_tail,
     obtain_token,
     sell_body,
@@ -81,9 +81,7 @@ class Server:
 
     def start(self) -> str:
         settings = self.root / "settings.toml"
-        text = DEFAULT_SETTINGS.read_text()
-        assert "callback_http_hosts = []" in text
-        settings.write_text(text.replace("callback_http_hosts = []", 'callback_http_hosts = ["localhost"]'))
+        settings.write_text(local_callback_settings())
         self.port = self.port or free_port()
         env = {key: value for key, value in os.environ.items() if key not in INHERITED_NOT}
         env.update(
