@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -70,6 +72,7 @@ log = logging.getLogger("broker_ledger")
 EVENTS_SCHEMA = "ledger"
 API_SCHEMA = "api"
 PROJECTIONS_ENV = "BROKER_LEDGER_PROJECTIONS"  # "off": this process runs no projections
+USE_CASE_THREADS = 32  # per worker: as many use cases as its share of 64 connections, at once
 
 
 @dataclass
@@ -160,6 +163,7 @@ def build_runtime(database_url: str | None = None, ledger_clock: Clock | None = 
     idempotency.create_table()
     write_positions = WritePositions(pool, async_pool, API_SCHEMA)
     write_positions.create_table()
+    write_positions.kept_with_events(ledger.recorder)  # no statement of its own per write
     return Runtime(
         settings=settings,
         api_settings=loaded.api,
@@ -212,14 +216,24 @@ class LedgerResponse(Response):
         return super().render(content, media_type, enc_hook)
 
 
-def allow_every_method(request: Request) -> Response | None:
+async def allow_every_method(request: Request) -> Response | None:
     """Answers OPTIONS with every method of the path. Litestar 2 lists only the first handler registered on
-    a path (litestar-org/litestar#4169, fixed in 3), e.g. PUT but not GET for /customer/{code}."""
+    a path (litestar-org/litestar#4169, fixed in 3), e.g. PUT but not GET for /customer/{code}. A coroutine:
+    litestar runs a plain function hook in a worker thread, a thread hop for every request."""
     if request.method != "OPTIONS":
         return None
     paths = request.route_handler.paths
     methods = {method for route in request.app.routes if route.path in paths for method in route.methods}
     return Response(None, status_code=204, headers={"Allow": ", ".join(sorted(methods))})
+
+
+async def use_case_threads() -> None:
+    """Gives the event loop USE_CASE_THREADS threads for the use cases (litestar runs sync handlers in the
+    loop's default executor, otherwise of cpu_count + 4 threads). A use case's thread mostly waits for its
+    save, so with more of them more saves wait together and the group committer writes them in fewer,
+    larger transactions: fewer commits, round trips and statements per buy, in the worker and PostgreSQL."""
+    executor = ThreadPoolExecutor(max_workers=USE_CASE_THREADS, thread_name_prefix="use-case")
+    asyncio.get_running_loop().set_default_executor(executor)
 
 
 def create_app(runtime: Runtime | None = None) -> Litestar:
@@ -284,7 +298,13 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
                 "write_positions": runtime.write_positions,
             }
         ),
-        on_startup=[runtime.open, sweeper.start, callbacks.start, *(worker.start for worker in workers)],
+        on_startup=[
+            use_case_threads,
+            runtime.open,
+            sweeper.start,
+            callbacks.start,
+            *(worker.start for worker in workers),
+        ],
         on_shutdown=[callbacks.stop, *(worker.stop for worker in workers), sweeper.stop, runtime.aclose],
         debug=False,
     )

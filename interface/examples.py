@@ -1,7 +1,7 @@
 """The API document's examples, taken from the checked examples of docs/api.md so the two cannot drift.
 
 Each ```bash block of the guide sends one request with curl and is followed by the ```json answer the test
-suite checks it gives (tests/e2e/process/test_api_docs.py). Here each block becomes an example of the
+suite checks it gives (tests/process/test_api_docs.py). Here each block becomes an example of the
 operation its method and path name: the body it sends (with the guide's shell variables filled in from the
 answers before it, `$RUN` as `1`) and the answer under its status. The first example of each operation and
 status is kept. In a checkout the guide is docs/api.md itself; an installed wheel carries it as

@@ -17,6 +17,10 @@ The rules, as Stripe documents them:
   exists with another request (the key reused after 24 hours or after a 5xx) is 422
   `idempotency_key_reused`, never the other transaction.
 
+Claims and answers of concurrent requests go to the database together (`StatementBatches`): one statement
+claims every key waiting, one stores every answer waiting, so under load the requests share round trips
+and commits; keys stay independent (one key's refusal or replay is its own).
+
 Leases are short and renewed (`Leases`) while their requests run, so the claim of a process that was killed
 lapses within LEASE_SECONDS rather than blocking its retries for a minute. A claim whose release failed
 because the database was down is released again once it is back. A request waits at most POOL_WAIT_SECONDS
@@ -44,6 +48,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from interface.problems import ApiProblem, refused_before_execution
+from interface.statement_batches import StatementBatches
 
 HEADER = b"idempotency-key"
 MAX_BODY = 64 * 1024
@@ -96,22 +101,34 @@ class Claim:
     created: datetime | None = None  # of an owned claim: tells it from a later claim of the same key
 
 
-CLAIM = (
+# Claims, the rows holding keys not claimed, and answers, for several keys at once (of concurrent requests,
+# never one key twice in a statement): a key is claimed when it is new, older than KEEP_HOURS, or its
+# running claim's lease lapsed with the same request (a retry takes it over).
+CLAIM_MANY = (
     "INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)"
-    " VALUES (%s, %s, %s, 'running', now() + make_interval(secs => %s))"
+    " SELECT c.partner, c.key, c.fingerprint, 'running', now() + make_interval(secs => %s)"
+    " FROM unnest(%s::text[], %s::text[], %s::bytea[]) AS c (partner, key, fingerprint)"
     " ON CONFLICT (partner, key) DO UPDATE SET fingerprint = excluded.fingerprint,"
     " state = 'running', lease_until = excluded.lease_until, created = now(),"
     " status = NULL, headers = NULL, body = NULL"
     " WHERE t.created < now() - make_interval(hours => %s)"
     " OR (t.state = 'running' AND t.lease_until < now()"
     " AND t.fingerprint = excluded.fingerprint)"
-    " RETURNING created"
+    " RETURNING t.partner, t.key, t.created"
 )
-SELECT_CLAIMED = "SELECT fingerprint, state, status, headers, body FROM {t} WHERE partner = %s AND key = %s"
-FINISH = (
-    "UPDATE {t} SET state = 'done', status = %s, headers = %s, body = %s"
-    " WHERE partner = %s AND key = %s AND created = %s AND state = 'running'"
+SELECT_CLAIMED_MANY = (
+    "SELECT t.partner, t.key, t.fingerprint, t.state, t.status, t.headers, t.body"
+    " FROM {t} t JOIN unnest(%s::text[], %s::text[]) AS c (partner, key) USING (partner, key)"
 )
+FINISH_MANY = (
+    "UPDATE {t} AS t SET state = 'done', status = f.status, headers = f.headers::jsonb, body = f.body"
+    " FROM unnest(%s::int[], %s::text[], %s::bytea[], %s::text[], %s::text[], %s::timestamptz[])"
+    " AS f (status, headers, body, partner, key, created)"
+    " WHERE t.partner = f.partner AND t.key = f.key AND t.created = f.created AND t.state = 'running'"
+    " RETURNING t.partner, t.key, t.created"
+)
+# Refusals of a batch's data: the batch is run again key by key, so only the offending request fails.
+REFUSED_DATA = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.ProgrammingError)
 
 
 class IdempotencyStore:
@@ -124,10 +141,12 @@ class IdempotencyStore:
         self.table = sql.Identifier(schema, "idempotency_keys")
         self.schema = schema
         self.leases = Leases(self)
-        self._claim, self._select_claimed, self._finish = (
+        self._claim_many, self._select_claimed_many, self._finish_many = (
             sql.SQL(statement).format(t=self.table).as_string()
-            for statement in (CLAIM, SELECT_CLAIMED, FINISH)
+            for statement in (CLAIM_MANY, SELECT_CLAIMED_MANY, FINISH_MANY)
         )
+        self._claims = StatementBatches(self._claim_batch, key=_partner_and_key, split_on=REFUSED_DATA)
+        self._finishes = StatementBatches(self._finish_batch, key=_partner_and_key, split_on=REFUSED_DATA)
 
     def create_table(self) -> None:
         """Creates the schema and table if missing; workers starting together take turns (two concurrent
@@ -146,29 +165,53 @@ class IdempotencyStore:
             )
 
     async def claim(self, partner: str, key: str, fingerprint: bytes) -> Claim:
-        async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
-            claimed = await conn.execute(self._claim, (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS))
-            owned = await claimed.fetchone()
-            row = (
-                None if owned else await (await conn.execute(self._select_claimed, (partner, key))).fetchone()
-            )
-        if owned:  # committed: only now is the lease this process's to renew
-            self.leases.running(partner, key, owned[0])
-            return Claim(owned=True, created=owned[0])
+        owned, row = await self._claims.submit((partner, key, fingerprint))
+        if owned is not None:  # committed: only now is the lease this process's to renew
+            self.leases.running(partner, key, owned)
+            return Claim(owned=True, created=owned)
         return _refusal_or_replay(row, fingerprint)
 
     async def finish(self, partner: str, key: str, created: datetime, response: StoredResponse) -> bool:
         """Stores the answer of the request that claimed `key` at `created`; False (nothing stored) when
         that claim is no longer this request's (its lease lapsed and a retry took it over)."""
-        async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
-            finished = await conn.execute(self._finish, _finished(partner, key, created, response))
+        finished = await self._finishes.submit((partner, key, created, response))
         self.leases.ended(partner, key)
-        if finished.rowcount == 0:
+        if not finished:
             log.warning(
                 "Idempotency-Key %r of %s was taken over by a retry; its answer is not stored", key, partner
             )
             return False
         return True
+
+    async def _claim_batch(
+        self, claims: list[tuple[str, str, bytes]]
+    ) -> list[tuple[datetime | None, tuple | None]]:
+        """Claims these keys (each once) in one statement: per key, the `created` of its claim if it is now
+        ours, else the row that holds it (None if there is none any more)."""
+        partners, keys, fingerprints = (list(column) for column in zip(*claims, strict=True))
+        async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+            claimed = await conn.execute(  # binary: arrays in text are escaped item by item, in Python
+                self._claim_many, (LEASE_SECONDS, partners, keys, fingerprints, KEEP_HOURS), binary=True
+            )
+            owned = {(partner, key): created for partner, key, created in await claimed.fetchall()}
+            others = [(partner, key) for partner, key, _ in claims if (partner, key) not in owned]
+            held: dict[tuple[str, str], tuple] = {}
+            if others:
+                found = await conn.execute(
+                    self._select_claimed_many, ([p for p, _ in others], [k for _, k in others]), binary=True
+                )
+                held = {(row[0], row[1]): tuple(row[2:]) for row in await found.fetchall()}
+        return [(owned.get((p, k)), held.get((p, k))) for p, k, _ in claims]
+
+    async def _finish_batch(self, answers: list[tuple[str, str, datetime, StoredResponse]]) -> list[bool]:
+        """Stores these answers in one statement: per answer, whether its claim was still its request's."""
+        columns = list(zip(*(_finished(*answer) for answer in answers), strict=True))
+        async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+            finished = await conn.execute(
+                self._finish_many, [list(column) for column in columns], binary=True
+            )
+            done = {(partner, key, created) for partner, key, created in await finished.fetchall()}
+        return [(partner, key, created) in done for partner, key, created, _ in answers]
 
     def release(self, partner: str, key: str, created: datetime | None = None) -> None:
         """Forgets a claim whose request failed for a passing reason, so a retry runs it again. When the
@@ -256,6 +299,10 @@ class Leases:
 
 def _finished(partner: str, key: str, created: datetime, response: StoredResponse) -> tuple[object, ...]:
     return (response.status, json.dumps(response.headers), response.body, partner, key, created)
+
+
+def _partner_and_key(item: tuple) -> tuple[str, str]:
+    return item[0], item[1]
 
 
 def _refusal_or_replay(row: tuple | None, fingerprint: bytes) -> Claim:

@@ -4,13 +4,16 @@ write, not for the whole event log.
 Around each POST and PUT of an authenticated partner, `ReadYourWritesMiddleware` opens a `WritePosition`
 (`application/store/positions.py`); the use case's saves raise it to the last notification id they recorded.
 Before the answer leaves, that position is kept in `api.write_positions`, one row per partner, so every
-worker and replica sees it. A read (`Reader`, `GET /reserves`) then waits, boundedly, until the read model
+worker and replica sees it: by the group committer in the transaction of the events themselves
+(`WritePositions.kept_with_events`), or else by the middleware, in a statement of its own. A read
+(`Reader`, `GET /reserves`) then waits, boundedly, until the read model
 has processed that position; a partner that has written nothing waits for nothing.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
@@ -46,6 +49,13 @@ class WritePositions:
             "CREATE UNLOGGED TABLE IF NOT EXISTS {t} (partner text PRIMARY KEY, position bigint NOT NULL)"
         ).format(t=table)
 
+    def kept_with_events(self, recorder: Any) -> None:
+        """Has the event store's group committer keep the positions with the events it writes (the library's
+        recorder cannot: then the middleware keeps them)."""
+        keep = getattr(recorder, "keep_write_positions", None)
+        if keep is not None:
+            keep(self.schema, TABLE)
+
     def create_table(self) -> None:
         with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (CREATE_LOCK,))
@@ -77,10 +87,10 @@ class ReadYourWritesMiddleware(ASGIMiddleware):
             await next_app(scope, receive, send)
             return
         positions: WritePositions = scope["litestar_app"].state.write_positions
-        with tracking_writes() as written:
+        with tracking_writes(principal.partner) as written:
 
             async def send_once_kept(message: Message) -> None:
-                if message["type"] == "http.response.start" and written.position:
+                if message["type"] == "http.response.start" and written.left_to_keep:
                     await _keep(positions, principal.partner, written.position)
                 await send(message)
 

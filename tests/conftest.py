@@ -40,7 +40,7 @@ SERVER = pytest.StashKey[SuiteServer]()
 # Folders whose tests start real API servers or clusters on the suite's server: one xdist group, one test at
 # a time. The modules of OWN_SERVERS start PostgreSQL servers of their own, whose connections are not the
 # suite's, so they run beside the group like any module.
-PROCESS_FOLDERS = (Path("tests/resilience"), Path("tests/e2e/process"))
+PROCESS_FOLDERS = (Path("tests/resilience"), Path("tests/process"))
 OWN_SERVERS = ("test_embedded_postgres.py",)
 
 

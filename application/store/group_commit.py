@@ -65,7 +65,7 @@ from prometheus_client import Histogram
 from psycopg import Connection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Composed, Identifier, Literal
+from psycopg.sql import SQL, Identifier, Literal
 from psycopg_pool import PoolTimeout
 
 from application.store.positions import WritePosition, current_writes
@@ -77,8 +77,9 @@ GROUP_COMMIT_SAVES = Histogram(
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
 )
 
-BEGIN = SQL("BEGIN")
-COMMIT = SQL("COMMIT")
+# Statements are composed once, as text: psycopg would compose a `Composed` again on every execution.
+BEGIN = "BEGIN"
+COMMIT = "COMMIT"
 # An aggregate's latest snapshot (if it has one) and its events after it, for several aggregates at once.
 SINCE_SNAPSHOT = """
 WITH latest AS (
@@ -220,31 +221,52 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
-        self.insert_keyed_statement = SQL(
-            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)"
-            " SELECT originator_id, originator_version, topic, state"
-            " FROM unnest(%b::uuid[], %b::bigint[], %b::text[], %b::bytea[]) WITH ORDINALITY"
-            " AS e (originator_id, originator_version, topic, state, ordinality)"
-            " ORDER BY e.ordinality"
-            " RETURNING notification_id"
-        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
-        self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name))
-        self.select_events_of_statement = SQL(
-            "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
-            " WHERE originator_id = ANY(%(ids)s) ORDER BY originator_id, originator_version"
-        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
-        self.read_back_statement = SQL(
-            "SELECT originator_id, originator_version, state, notification_id FROM {schema}.{table}"
-            " WHERE originator_id = ANY(%(ids)s)"
-        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
-        self.timeouts_statement = SQL(
-            "SELECT set_config('lock_timeout', {0}, true), set_config('statement_timeout', {1}, true)"
-        ).format(Literal(f"{LOCK_TIMEOUT * 1000:.0f}ms"), Literal(f"{STATEMENT_TIMEOUT * 1000:.0f}ms"))
-        self.lock_statement = SQL("LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE").format(
-            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+        self.insert_keyed_statement = (
+            SQL(
+                "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)"
+                " SELECT originator_id, originator_version, topic, state"
+                " FROM unnest(%b::uuid[], %b::bigint[], %b::text[], %b::bytea[]) WITH ORDINALITY"
+                " AS e (originator_id, originator_version, topic, state, ordinality)"
+                " ORDER BY e.ordinality"
+                " RETURNING notification_id"
+            )
+            .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+            .as_string()
         )
-        self.positions_statement: Composed | None = None  # see `keep_write_positions`
-        self._since_snapshot_statements: dict[str, Composed] = {}
+        self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name)).as_string()
+        self.select_events_of_statement = (
+            SQL(
+                "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
+                " WHERE originator_id = ANY(%(ids)s) ORDER BY originator_id, originator_version"
+            )
+            .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+            .as_string()
+        )
+        self.read_back_statement = (
+            SQL(
+                "SELECT originator_id, originator_version, state, notification_id FROM {schema}.{table}"
+                " WHERE originator_id = ANY(%(ids)s)"
+            )
+            .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+            .as_string()
+        )
+        self.timeouts_statement = (
+            SQL("SELECT set_config('lock_timeout', {0}, true), set_config('statement_timeout', {1}, true)")
+            .format(Literal(f"{LOCK_TIMEOUT * 1000:.0f}ms"), Literal(f"{STATEMENT_TIMEOUT * 1000:.0f}ms"))
+            .as_string()
+        )
+        # what the API's connections were opened with (libpq options): then the batch need not set them
+        self.timeouts_on_connect = {
+            f"lock_timeout={LOCK_TIMEOUT * 1000:.0f}",
+            f"statement_timeout={STATEMENT_TIMEOUT * 1000:.0f}",
+        }
+        self.lock_statement = (
+            SQL("LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE")
+            .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+            .as_string()
+        )
+        self.positions_statement: str | None = None  # see `keep_write_positions`
+        self._since_snapshot_statements: dict[str, str] = {}
         self._queue = SaveQueue()
         self._committer: threading.Thread | None = None
         self._starting = threading.Lock()
@@ -253,18 +275,22 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
     def keep_write_positions(self, schema: str, table: str) -> None:
         """From now on each batch raises, with its events, the write position of each partner whose request
         saved in it, in `schema`.`table` (partner text PRIMARY KEY, position bigint) as the interface does."""
-        self.positions_statement = SQL(
-            "INSERT INTO {positions} AS t (partner, position)"
-            " SELECT w.partner, max(e.notification_id)"
-            " FROM unnest(%b::text[], %b::uuid[], %b::bigint[])"
-            " AS w (partner, originator_id, originator_version)"
-            " JOIN {schema}.{events} e USING (originator_id, originator_version)"
-            " GROUP BY w.partner"
-            " ON CONFLICT (partner) DO UPDATE SET position = greatest(t.position, excluded.position)"
-        ).format(
-            positions=Identifier(schema, table),
-            schema=Identifier(self.datastore.schema),
-            events=Identifier(self.events_table_name),
+        self.positions_statement = (
+            SQL(
+                "INSERT INTO {positions} AS t (partner, position)"
+                " SELECT w.partner, max(e.notification_id)"
+                " FROM unnest(%b::text[], %b::uuid[], %b::bigint[])"
+                " AS w (partner, originator_id, originator_version)"
+                " JOIN {schema}.{events} e USING (originator_id, originator_version)"
+                " GROUP BY w.partner"
+                " ON CONFLICT (partner) DO UPDATE SET position = greatest(t.position, excluded.position)"
+            )
+            .format(
+                positions=Identifier(schema, table),
+                schema=Identifier(self.datastore.schema),
+                events=Identifier(self.events_table_name),
+            )
+            .as_string()
         )
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
@@ -342,13 +368,17 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
             for row in rows
         ]
 
-    def _since_snapshot_statement(self, snapshots_table: str) -> Composed:
+    def _since_snapshot_statement(self, snapshots_table: str) -> str:
         statement = self._since_snapshot_statements.get(snapshots_table)
         if statement is None:
-            statement = SQL(SINCE_SNAPSHOT).format(
-                schema=Identifier(self.datastore.schema),
-                events=Identifier(self.events_table_name),
-                snapshots=Identifier(snapshots_table),
+            statement = (
+                SQL(SINCE_SNAPSHOT)
+                .format(
+                    schema=Identifier(self.datastore.schema),
+                    events=Identifier(self.events_table_name),
+                    snapshots=Identifier(snapshots_table),
+                )
+                .as_string()
             )
             self._since_snapshot_statements[snapshots_table] = statement
         return statement
@@ -507,15 +537,28 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         return None
 
     def _lock_table(self, curs: Any) -> None:
-        """The library's table lock, with this recorder's lock and statement timeouts."""
-        curs.execute(self.timeouts_statement, prepare=True)
+        """The library's table lock, with this recorder's lock and statement timeouts: set for the
+        transaction, unless the connection was opened with them (nothing changes them after)."""
+        if not self._opened_with_timeouts(curs.connection):
+            curs.execute(self.timeouts_statement, prepare=True)
         curs.execute(self.lock_statement, prepare=True)
+
+    def _opened_with_timeouts(self, conn: Connection[Any]) -> bool:
+        """True when `conn` was opened with exactly this recorder's timeouts in its libpq options (as
+        `application.store.database` opens the API's): `-c lock_timeout=5000 -c statement_timeout=10000`."""
+        words = conn.info.options.replace("-c", " ").split()
+        settings = {word for word in words if word.startswith(("lock_timeout=", "statement_timeout="))}
+        return settings == self.timeouts_on_connect
 
 
 @functools.cache
-def _histories_and_latest(schema: str, events_table: str, snapshots_table: str) -> Composed:
-    return SQL(HISTORIES_AND_LATEST).format(
-        schema=Identifier(schema), events=Identifier(events_table), snapshots=Identifier(snapshots_table)
+def _histories_and_latest(schema: str, events_table: str, snapshots_table: str) -> str:
+    return (
+        SQL(HISTORIES_AND_LATEST)
+        .format(
+            schema=Identifier(schema), events=Identifier(events_table), snapshots=Identifier(snapshots_table)
+        )
+        .as_string()
     )
 
 

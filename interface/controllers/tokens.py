@@ -45,9 +45,10 @@ def _basic_credentials(request: Request) -> tuple[str, str] | None:
     return client_id, secret
 
 
-def form_encoded(connection: ASGIConnection, _: BaseRouteHandler) -> None:
+async def form_encoded(connection: ASGIConnection, _: BaseRouteHandler) -> None:
     """A token request is a form (RFC 6749, 4.4): a JSON body would be read as an empty form and refused for
-    lacking grant_type, which misleads; it is refused for its media type instead."""
+    lacking grant_type, which misleads; it is refused for its media type instead. (A coroutine: litestar runs
+    a plain function guard in a worker thread.)"""
     media_type = connection.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media_type != FORM:
         raise RequestRefused(

@@ -5,7 +5,7 @@ session's database, with its var directory in tmp (generated client secrets and 
 through litestar's test client: every HTTP behaviour is tested on it without a server process. `connect`
 makes an `Api` client on it; tokens come from the real OAuth2 endpoint with the secrets the app wrote to
 `<var>/client-secrets.txt`. What needs a real process (sockets, signals, workers, the server's log) is in
-`tests/e2e/process/`, whose conftest gives the same fixtures on a real `broker-ledger serve`.
+`tests/process/`, whose conftest gives the same fixtures on a real `broker-ledger serve`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What the end-to-end tests share: HTTP clients per role, exact JSON, problem checks, and the server process.
 
 The tests talk HTTP to the real app as a broker platform would: in-process through litestar's test client
-(an `Api` on its transport, see `tests/e2e/conftest.py`), or, for what needs a process (`tests/e2e/process/`),
+(an `Api` on its transport, see `tests/e2e/conftest.py`), or, for what needs a process (`tests/process/`),
 to a real `broker-ledger serve` over a socket. Request bodies are encoded with decimals as JSON numbers and
 responses are parsed with `parse_float=Decimal`, so amounts are compared exactly, never as floats.
 """

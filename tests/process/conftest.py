@@ -16,12 +16,15 @@ import pytest
 
 from application.store.database import CONNECTIONS_ENV, MIN_CONNECTIONS
 
-# The role fixtures again, so that this package's server gets its own: a package-scoped fixture is cached
-# where it is defined, and the in-process ones of tests/e2e may already be set up on this xdist worker.
+# The role clients and customers of tests/e2e, here on this package's server (a package-scoped fixture is
+# cached per package that holds it, so these are this server's own).
 from tests.e2e.conftest import (  # noqa: F401
+    addresses,
     auditor,
     broker,
+    customer,
     generated_secrets,
+    make_customer,
     operator,
     other_broker,
     other_operator,

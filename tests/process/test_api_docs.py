@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.e2e.process.api_docs import Example, compare, examples, run
+from tests.process.api_docs import Example, compare, examples, run
 
 RUN = "run" + secrets.token_hex(4)  # the guide's $RUN, written 1 in its answers
 
