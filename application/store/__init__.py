@@ -41,7 +41,9 @@ Snapshots - the address pools, whose history only grows, are snapshotted by the 
     replicas may start at once on an empty database.
 
 `positions` - read-your-writes: the last notification id a request's saves recorded, which a later read by
-    the same partner waits for (rather than for the whole log).
+    the same partner waits for (rather than for the whole log). With group commit the committer upserts each
+    partner's position inside the events' own transaction (under a savepoint on the one-by-one path, so it
+    never fails a save); the API writes a position itself only when the store did not keep it.
 
 `database` - connection settings: the URL (or the embedded server), the pools' connection budget
     (`BROKER_LEDGER_DB_CONNECTIONS`), each connection's `application_name`, lock and statement timeouts; a
