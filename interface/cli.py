@@ -18,7 +18,6 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from application.adapters.addresses import Bip32AddressBook
 from application.credentials import ClientRecord, CredentialsError, stored_token_key, var_dir
 from application.ports import SystemClock
 from application.settings import SettingsError, settings_path
@@ -92,6 +91,8 @@ def check_settings(*, file: Annotated[Path | None, Parameter(name=["--file", "--
     if loaded is None:
         return USAGE_ERROR
     settings = loaded.ledger
+    from application.adapters.addresses import Bip32AddressBook  # slow to import: only this command needs it
+
     try:
         Bip32AddressBook(settings.cryptos)
     except ValueError as error:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import queue
 import signal
 import threading
-from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Annotated, Any
+from typing import Annotated
 
 import psycopg
 from cyclopts import App, Parameter
@@ -22,7 +18,8 @@ from application.store.log import EVENTS_SCHEMA, LedgerLog
 from interface.cli import event_store_url
 from projections import status as projection_status
 from projections.catalog import PROJECTIONS, by_name
-from projections.runner import ProjectionSpec, ProjectionWorker, exclusive, open_view, replay
+from projections.rebuild import Lane, rebuilding, replay_all
+from projections.runner import ProjectionSpec, ProjectionWorker, exclusive
 
 app = App(name="projections", help="Run, inspect and rebuild the read models.")
 console = Console()
@@ -95,9 +92,10 @@ def _last_error(failure: projection_status.Failure | None) -> str:
 
 @app.command(name="rebuild")
 def rebuild(name: Annotated[str | None, Parameter(help="One projection; default all.")] = None) -> int:
-    """Rebuild read models from the first event, with a progress bar; the projections are rebuilt side by
-    side, one process each, on as many cores as there are. The projections must not be running elsewhere:
-    stop `serve` (or start it with --no-projections) and `projections run` first."""
+    """Rebuild read models from the first event, with a progress bar: one pass over the event log reads
+    each page once and hands it to every projection (see `projections.rebuild`). The projections must not
+    be running elsewhere: stop `serve` (or start it with --no-projections) and `projections run` first; one
+    that runs elsewhere is left as it is."""
     try:
         specs = [by_name(name)] if name else list(PROJECTIONS)
     except KeyError as error:
@@ -105,61 +103,36 @@ def rebuild(name: Annotated[str | None, Parameter(help="One projection; default 
         return 2
     url = event_store_url()
     log_app = _log_app(url)
-    head = log_app.recorder.max_notification_id() or 0
-    log_app.close()
-    context = multiprocessing.get_context("spawn")  # no pooled connection is inherited
-    with (
-        context.Manager() as manager,
-        ProcessPoolExecutor(min(len(specs), os.cpu_count() or 1), mp_context=context) as pool,
-        Progress(
-            TextColumn("{task.description:<15}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=console,
-        ) as bar,
-    ):
-        progress = manager.Queue()
-        tasks = {spec.name: bar.add_task(spec.name, total=head) for spec in specs}
-        futures = {pool.submit(rebuild_one, url, spec.name, progress): spec for spec in specs}
-        while not all(future.done() for future in futures):
-            _show_progress(bar, tasks, progress)
-        _show_progress(bar, tasks, progress, wait=0)
-    return _report(futures)
-
-
-def rebuild_one(url: str, name: str, progress: Any) -> int | None:
-    """Rebuilds one projection (in a process of its own); its position, or None if it runs elsewhere.
-    Progress goes to `progress` as (name, events) pairs."""
-    spec = by_name(name)
-    with exclusive(url, spec) as free:
-        if not free:
-            return None
-        log_app = _log_app(url)
-        try:
-            view = open_view(url, spec)
-            view.reset()
-            return replay(log_app, spec, view, progress=lambda n: progress.put((name, n)))
-        finally:
-            log_app.close()
-
-
-def _show_progress(bar: Progress, tasks: dict[str, Any], progress: Any, wait: float = 0.2) -> None:
     try:
-        while True:
-            name, events = progress.get(timeout=wait) if wait else progress.get_nowait()
-            bar.advance(tasks[name], events)
-    except queue.Empty:
-        return
+        head = log_app.recorder.max_notification_id() or 0
+        with (
+            rebuilding(url, specs) as (lanes, busy),
+            Progress(
+                TextColumn("{task.description:<15}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=console,
+            ) as bar,
+        ):
+            tasks = {lane.spec.name: bar.add_task(lane.spec.name, total=head) for lane in lanes}
+            replay_all(log_app, lanes, progress=lambda lane, events: bar.advance(tasks[lane], events))
+    finally:
+        log_app.close()
+    return _report(specs, lanes, busy)
 
 
-def _report(futures: dict[Future[int | None], ProjectionSpec]) -> int:
+def _report(specs: list[ProjectionSpec], lanes: list[Lane], busy: list[ProjectionSpec]) -> int:
     code = 0
-    for future, spec in futures.items():
-        position = future.result()
-        if position is None:
+    rebuilt = {lane.spec.name: lane for lane in lanes}
+    for spec in specs:
+        lane = rebuilt.get(spec.name)
+        if spec in busy or lane is None:
             console.print(f"[red]{spec.name} is running in another process; stop it first[/red]")
             code = 2
+        elif lane.failure is not None:
+            console.print(f"[red]{lane.failure}[/red]", soft_wrap=True)
+            code = max(code, 1)
         else:
-            console.print(f"{spec.name}: rebuilt to position {position}")
+            console.print(f"{spec.name}: rebuilt to position {lane.position}")
     return code

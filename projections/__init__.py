@@ -14,19 +14,26 @@ Every projection follows one recipe.
    stored rows themselves, which must see every event's bytes: `process_stored(notification, decode,
    tracking)` (the audit chain, which decodes an event only for a checkpoint's time).
 
-3. **How it writes a page**: the runner hands events in pages (`BROKER_LEDGER_PROJECTION_PAGE`, 500) inside
-   `ReadModel.batch`, one transaction in pipeline mode with the position of the page's last event. A
-   projection writes through the page helpers rather than one statement per event: `append_row` (rows that
-   only accumulate: audit links, status history), `keep_row` / `forget_row` (the latest row per key: callback
-   states, open deals), `page_rows` (rows it reads and rewrites, read once per page), `at_batch_end` (one
-   statement for what the page summed up).
+3. **How it writes a page**: the runner hands events in pages (`BROKER_LEDGER_PROJECTION_PAGE`, 500; a
+   rebuild's are of `projections.rebuild.REBUILD_PAGE`, 5,000) inside `ReadModel.batch`, one transaction in
+   pipeline mode with the position of the page's last event. A projection writes through the page helpers
+   rather than one statement per event: `append_row` (rows that only accumulate: audit links, status
+   history), `keep_row` / `forget_row` (the latest row per key: open deals), `page_rows` (rows it reads and
+   rewrites, read once per page), `at_batch_end` (one statement for what the page summed up, such as the
+   transactions' rows or the callback states). Rows go to PostgreSQL as one JSON parameter per statement
+   (`projections.json_rows`; ids for `= ANY_ID`), and a page's handlers keep what they compute in memory
+   (`kept`) rather than write or encode it event by event.
 
 4. **Where it is listed**: `projections.catalog.PROJECTIONS` (the order of start, rebuild and verification).
+   Live, each projection runs on its own (`runner.ProjectionWorker`, an advisory lock each); a rebuild
+   replays all of them in one pass (`projections.rebuild`): each page of the log is read and decoded once
+   and handed to every projection, each writing it in its own transaction with its own position.
 
 5. **How it is tested**: its rows for a scenario (`tests/projections/scenario.py`); the same tables whatever
    the page size (`tests/projections/test_page_sizes.py`: pages of 500, 2 and 1); a rebuild from the first
-   event equals the live tables (`tests/projections/test_rebuild.py`); and, if analysts may read its tables,
-   every column documented (`tests/projections/test_analytics_doc.py`).
+   event equals the live tables (`tests/projections/test_rebuild.py`, and for the one pass over all of them
+   `tests/projections/test_rebuild_one_pass.py`); and, if analysts may read its tables, every column
+   documented (`tests/projections/test_analytics_doc.py`).
 
 The callbacks feature (`projections.callbacks`) is one package: its outbox projection follows this recipe,
 and its delivery worker, sender and URL checks live beside it.

@@ -39,6 +39,7 @@ from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Composed, Identifier
 
 from application.store.log import EVENTS_SCHEMA, LedgerLog
+from projections.json_rows import json_rows
 from projections.postgres import ReadModel
 
 GENESIS = "00" * 32
@@ -108,42 +109,40 @@ class AuditChain(ReadModel):
         """Links the stored event at `tracking`'s position to the chain, in one transaction with it; `at`
         tells the event's time, asked only if a checkpoint is written at it."""
         with self.recording(tracking) as curs:
-            stored = self._stored(curs, tracking.notification_id)
+            notification_id, originator_id, version, topic, state = self._stored(
+                curs, tracking.notification_id
+            )
             seq, previous = self._head(curs)
             seq += 1
-            canonical = stored_canonical(stored)
+            canonical = canonical_bytes(notification_id, originator_id, version, topic, state)
             chain_hash = link(previous, canonical)
             link_row = (
-                stored["notification_id"],
+                notification_id,
                 seq,
-                stored["originator_id"],
-                stored["originator_version"],
-                stored["topic"],
+                originator_id,
+                version,
+                topic,
                 event_hash(canonical),
                 chain_hash,
             )
             self.append_row(curs, "links", self.statement(("links",), self._insert_links), link_row)
-            self._checkpoint(curs, stored["notification_id"], seq, chain_hash, at)
+            self._checkpoint(curs, (notification_id, seq, chain_hash, at))
             kept = self.kept()
             if kept is not None:
                 kept["head"] = (seq, chain_hash)
 
-    def _stored(self, curs: Any, notification_id: int) -> dict[str, Any]:
-        """The row of the events table at `notification_id`: as the batch's page holds it, or read."""
+    def _stored(self, curs: Any, notification_id: int) -> tuple[int, UUID, int, str, bytes]:
+        """The row of the events table at `notification_id` (its columns that `canonical_bytes` takes): as
+        the batch's page holds it, or read."""
         notification = self.notification(notification_id)
         if notification is not None:
-            return {
-                "notification_id": notification.id,
-                "originator_id": notification.originator_id,
-                "originator_version": notification.originator_version,
-                "topic": notification.topic,
-                "state": notification.state,
-            }
+            n = notification
+            return n.id, n.originator_id, n.originator_version, n.topic, n.state  # type: ignore[return-value]
         select = self.statement(("stored",), lambda: SELECT_STORED.format(EVENTS_TABLE))
         stored = self.fetch_one(curs, select, (notification_id,))
         if stored is None:
             raise LookupError(f"notification {notification_id} is not in the event log")
-        return stored
+        return tuple(stored.values())  # type: ignore[return-value]
 
     def _head(self, curs: Any) -> tuple[int, str]:
         """The last link's seq and chain hash ((0, GENESIS) before the first): read once per batch."""
@@ -155,20 +154,28 @@ class AuditChain(ReadModel):
         return (head["seq"], head["chain_hash"]) if head else (0, GENESIS)
 
     def _insert_links(self) -> Composed:
-        return SQL(
-            "INSERT INTO {} SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::uuid[], %b::bigint[],"
-            " %b::text[], %b::text[], %b::text[])"
-        ).format(self.table(CHAIN_TABLE))
+        rows = json_rows("bigint, bigint, uuid, bigint, text, text, text")
+        return SQL("INSERT INTO {} " + rows).format(self.table(CHAIN_TABLE))
 
-    def _checkpoint(
-        self, curs: Any, notification_id: int, seq: int, chain_hash: str, at: Callable[[], datetime]
-    ) -> None:
-        """A periodic checkpoint is written at once; the latest one only once per batch, at its end."""
-        checkpoint = partial(self._write_checkpoint, (notification_id, seq, chain_hash, at))
-        periodic = seq % CHECKPOINT_EVERY == 0
-        if periodic:
-            checkpoint(curs)
-        self.at_batch_end(curs, "latest checkpoint", None if periodic else checkpoint)
+    def _checkpoint(self, curs: Any, values: tuple[int, int, str, Callable[[], datetime]]) -> None:
+        """A periodic checkpoint is written at once; the latest one only once per batch, at its end (none
+        if the batch's last link has a periodic one)."""
+        latest: tuple[int, int, str, Callable[[], datetime]] | None = values
+        if values[1] % CHECKPOINT_EVERY == 0:
+            self._write_checkpoint(values, curs)
+            latest = None
+        kept = self.kept()
+        if kept is None:
+            if latest is not None:
+                self._write_checkpoint(latest, curs)
+            return
+        if "latest checkpoint" not in kept:
+            self.at_batch_end(curs, "latest checkpoint", partial(self._write_latest, kept))
+        kept["latest checkpoint"] = latest
+
+    def _write_latest(self, kept: dict[str, Any], curs: Any) -> None:
+        if kept["latest checkpoint"] is not None:
+            self._write_checkpoint(kept["latest checkpoint"], curs)
 
     def _write_checkpoint(self, values: tuple[int, int, str, Callable[[], datetime]], curs: Any) -> None:
         """Replaces the latest checkpoint (if not periodic) by the one of `values`."""

@@ -55,11 +55,11 @@ from eventsourcing.projection import Projection
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed
-from psycopg.types.json import Jsonb
 
 from domain.reserves import BUILT_IN, ReserveAdjustment
 from domain.transaction import Transaction, TransactionType
 from projections import posting_rules as rules
+from projections.json_rows import ANY_ID, as_json, json_rows
 from projections.postgres import ReadModel
 from projections.posting_rules import Deal, Entry
 
@@ -136,15 +136,11 @@ class PendingPostings:
             totals[1] += e.credit
             totals[2:] = [posting.at, position]
 
-    def posting_columns(self) -> list[list[Any]]:
-        return [list(column) for column in zip(*self.rows, strict=True)]
-
-    def balance_columns(self) -> list[list[Any]]:
-        rows = [
+    def balance_rows(self) -> list[tuple[Any, ...]]:
+        return [
             (account, currency, dr, cr, dr - cr, at, position)
             for (account, currency), (dr, cr, at, position) in sorted(self.balances.items())
         ]
-        return [list(column) for column in zip(*rows, strict=True)]
 
 
 class Postings(ReadModel):
@@ -165,13 +161,13 @@ class Postings(ReadModel):
     def _select_deals(self, curs: Cursor[DictRow], ids: list[UUID]) -> dict[UUID, DealState]:
         select = self.statement(
             ("deals",),
-            lambda: SQL("SELECT id, deal, memo, received FROM {} WHERE id = ANY(%s)").format(
+            lambda: SQL("SELECT id, deal, memo, received FROM {} WHERE id = " + ANY_ID).format(
                 self.table("posting_deals")
             ),
         )
         return {
             row["id"]: DealState(Deal.from_json(row["deal"]), Decimal(row["memo"]), row["received"])
-            for row in self.fetch_all(curs, select, (ids,))
+            for row in self.fetch_all(curs, select, as_json(ids))
         }
 
     def record(
@@ -209,8 +205,10 @@ class Postings(ReadModel):
         def write(curs: Cursor[DictRow]) -> None:
             if not pending.rows:
                 return
-            curs.execute(self.statement(("postings",), self._insert_postings), pending.posting_columns())
-            curs.execute(self.statement(("balances",), self._add_to_balances), pending.balance_columns())
+            curs.execute(self.statement(("postings",), self._insert_postings), as_json(pending.rows))
+            curs.execute(
+                self.statement(("balances",), self._add_to_balances), as_json(pending.balance_rows())
+            )
 
         return write
 
@@ -218,15 +216,15 @@ class Postings(ReadModel):
         return SQL(
             "INSERT INTO {} (notification_id, event, partner, transaction_code, adjustment_code,"
             " entry, account, currency_code, debit, credit, at)"
-            " SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[],"
-            " %b::integer[], %b::text[], %b::text[], %b::numeric[], %b::numeric[], %b::timestamptz[])"
+            " "
+            + json_rows("bigint, text, text, text, text, integer, text, text, numeric, numeric, timestamptz")
         ).format(self.table("postings"))
 
     def _add_to_balances(self) -> Composed:
         return SQL(
-            "INSERT INTO {b} AS b SELECT * FROM unnest(%b::text[], %b::text[], %b::numeric[], %b::numeric[],"
-            " %b::numeric[], %b::timestamptz[], %b::bigint[])"
-            " ON CONFLICT (account, currency_code) DO UPDATE"
+            "INSERT INTO {b} AS b "
+            + json_rows("text, text, numeric, numeric, numeric, timestamptz, bigint")
+            + " ON CONFLICT (account, currency_code) DO UPDATE"
             " SET debit = b.debit + excluded.debit, credit = b.credit + excluded.credit,"
             " balance = b.balance + excluded.balance, updated = excluded.updated,"
             " notification_id = excluded.notification_id"
@@ -237,21 +235,20 @@ class Postings(ReadModel):
         if state is None:
             deals.pop(deal_id, None)
             forget = self.statement(
-                ("forget deal",),
-                lambda: SQL("DELETE FROM {} WHERE id = %s").format(self.table("posting_deals")),
+                ("forget deals",),
+                lambda: SQL("DELETE FROM {} WHERE id = " + ANY_ID).format(self.table("posting_deals")),
             )
             self.forget_row(curs, "posting_deals", forget, deal_id)
             return
         deals[deal_id] = state
-        row = (deal_id, Jsonb(state.deal.to_json()), state.memo, state.received)
+        row = (deal_id, state.deal.to_json(), state.memo, state.received)
         self.keep_row(
             curs, "posting_deals", self.statement(("keep deals",), self._upsert_deals), deal_id, row
         )
 
     def _upsert_deals(self) -> Composed:
         return SQL(
-            "INSERT INTO {} SELECT * FROM unnest(%b::uuid[], %b::jsonb[], %b::numeric[], %b::boolean[])"
-            " ON CONFLICT (id) DO UPDATE"
+            "INSERT INTO {} " + json_rows("uuid, jsonb, numeric, boolean") + " ON CONFLICT (id) DO UPDATE"
             " SET deal = excluded.deal, memo = excluded.memo, received = excluded.received"
         ).format(self.table("posting_deals"))
 

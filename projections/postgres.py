@@ -10,11 +10,15 @@ of the last is recorded, at its end: a page of the event log costs one commit in
 still applies completely or not at all. A read inside the pipeline waits for the database (a round trip), so
 a batch also knows the page's stored events (`notification`) and keeps, for the batch only, rows that a
 projection reads and writes again and again (`page_rows`): read once for the whole page, then kept up to
-date by the projection's own writes, and forgotten with the batch (committed or rolled back).
+date by the projection's own writes, and forgotten with the batch (committed or rolled back). `end_batch`
+sends a batch's last writes and its position without waiting for the answer, which the end of the batch
+reads: a rebuild ends each projection's batch of a page in turn, and PostgreSQL writes one while Python
+computes the next. Rows are sent as JSON (`projections.json_rows`): see there why.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -23,12 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import Notification, Tracking
+from eventsourcing.persistence import IntegrityError, Notification, Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresRecorder, PostgresTrackingRecorder
 from psycopg import Cursor
 from psycopg.abc import Query
 from psycopg.rows import DictRow, dict_row
 from psycopg.sql import SQL, Composed, Identifier
+
+from projections.json_rows import as_json
 
 READ_SCHEMA = "read"
 CREATE_INDEX = re.compile(r'\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+"?([^"\s]+)"?\s+ON\s', re.I)
@@ -39,15 +45,30 @@ SelectRows = Callable[[Cursor[DictRow], list[UUID]], Rows]
 @dataclass
 class _Batch:
     cursor: Cursor[DictRow]
-    notifications: dict[int, Notification] = field(default_factory=dict)
+    page: Sequence[Notification] = ()
     tracking: Tracking | None = None
     rows: dict[str, Rows] = field(default_factory=dict)  # by name: see `ReadModel.page_rows`
     selected: dict[str, set[UUID]] = field(default_factory=dict)  # the ids each of `rows` was selected for
     kept: dict[str, Any] = field(default_factory=dict)  # see `ReadModel.kept`
     finishing: dict[str, Callable[[Cursor[DictRow]], None] | None] = field(default_factory=dict)
+    ended: bool = False  # its last writes and its position are sent (see `ReadModel.end_batch`)
+    tracker: Cursor[DictRow] | None = None  # the cursor that sent the position, whose answer is read last
 
-    def originator_ids(self) -> list[UUID]:
-        return list(dict.fromkeys(n.originator_id for n in self.notifications.values()))
+    @functools.cached_property
+    def notifications(self) -> dict[int, Notification]:
+        return {n.id: n for n in self.page}
+
+    @functools.cached_property
+    def originators(self) -> dict[str, dict[UUID, None]]:
+        """The aggregates of the page by their class (an event's topic without the event's own name)."""
+        found: dict[str, dict[UUID, None]] = {}
+        for n in self.page:
+            found.setdefault(n.topic.rpartition(".")[0], {})[n.originator_id] = None
+        return found
+
+    def originator_ids(self, originator_id: UUID) -> list[UUID]:
+        """The aggregates of the page of the same class as `originator_id` (none if it is not of the page)."""
+        return next((list(ids) for ids in self.originators.values() if originator_id in ids), [])
 
 
 def index_created_by(statement: Composed | SQL) -> str | None:
@@ -56,9 +77,32 @@ def index_created_by(statement: Composed | SQL) -> str | None:
     return found.group(1) if found else None
 
 
-def columns(rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
-    """Rows as one list per column: the arrays of an `INSERT ... SELECT * FROM unnest(...)`."""
-    return [list(column) for column in zip(*rows, strict=True)]
+class _Recording:
+    """`ReadModel.recording`: in a batch, its cursor, and the position recorded if no error left the block;
+    outside a batch, a transaction of its own. A class rather than a generator, as it is entered for almost
+    every event a projection applies."""
+
+    __slots__ = ("_alone", "_batch", "_tracking", "_view")
+
+    def __init__(self, view: ReadModel, tracking: Tracking) -> None:
+        self._view = view
+        self._tracking = tracking
+        self._batch: _Batch | None = None
+        self._alone: Any = None
+
+    def __enter__(self) -> Cursor[DictRow]:
+        self._batch = self._view._batch()
+        if self._batch is not None:
+            return self._batch.cursor
+        self._alone = self._view._recording_alone(self._tracking)
+        return self._alone.__enter__()
+
+    def __exit__(self, error_type: type[BaseException] | None, error: Any, traceback: Any) -> bool | None:
+        if self._batch is None:
+            return self._alone.__exit__(error_type, error, traceback)
+        if error_type is None:
+            self._batch.tracking = self._tracking
+        return False
 
 
 class ReadModel(PostgresTrackingRecorder):
@@ -130,18 +174,48 @@ class ReadModel(PostgresTrackingRecorder):
             conn.transaction(),
             conn.cursor() as curs,
         ):
-            batch = _Batch(curs, {n.id: n for n in notifications})
+            batch = _Batch(curs, notifications)
             self._batches.current = batch
             try:
                 yield
-                for finish in batch.finishing.values():
-                    if finish is not None:
-                        finish(curs)
-                if batch.tracking is not None:
-                    with conn.cursor() as tracker:  # its RETURNING row is read: a cursor of its own
-                        self._insert_tracking(tracker, batch.tracking)
+                self.end_batch()
+                if batch.tracker is not None:
+                    self._check_tracked(batch.tracker, batch.tracking)
+                    batch.tracker.close()
             finally:
                 self._batches.current = None
+
+    def end_batch(self) -> None:
+        """Sends the batch's last writes (`at_batch_end`) and its position without waiting for PostgreSQL's
+        answer, which the end of the batch reads before it commits: a caller with batches of several views
+        open ends each as soon as its events are processed, and PostgreSQL writes one while Python computes
+        the next. Nothing may be written in the batch after it; the end of the batch calls it anyway."""
+        batch = self._batch()
+        if batch is None or batch.ended:
+            return
+        batch.ended = True
+        for finish in batch.finishing.values():
+            if finish is not None:
+                finish(batch.cursor)
+        if batch.tracking is not None:
+            batch.tracker = batch.cursor.connection.cursor()  # its RETURNING row is read: a cursor of its own
+            if self.datastore.single_row_tracking:
+                tracking = batch.tracking
+                params = {
+                    "application_name": tracking.application_name,
+                    "notification_id": tracking.notification_id,
+                }
+                batch.tracker.execute(self.insert_tracking_statement, params, prepare=True)
+            else:  # eventsourcing's legacy table of one row per position: its own insert, checked at once
+                self._insert_tracking(batch.tracker, batch.tracking)
+
+    def _check_tracked(self, tracker: Cursor[DictRow], tracking: Tracking | None) -> None:
+        """What eventsourcing's `_insert_tracking` checks after its insert: a single-row tracking table
+        moves forward only, so a position recorded already (a page applied twice) returns no row."""
+        if tracking is not None and self.datastore.single_row_tracking and tracker.fetchone() is None:
+            raise IntegrityError(
+                f"Failed to record tracking for {tracking.application_name} {tracking.notification_id}"
+            )
 
     def _batch(self) -> _Batch | None:
         return getattr(self._batches, "current", None)
@@ -168,50 +242,71 @@ class ReadModel(PostgresTrackingRecorder):
         return batch.kept if batch is not None else None
 
     def append_row(self, curs: Cursor[DictRow], name: str, statement: SQL, row: tuple[Any, ...]) -> None:
-        """Inserts `row` with `statement`, which takes one array per column (`INSERT ... SELECT * FROM
-        unnest(%b::type[], ...)`; psycopg sends an array in binary many times faster than as text): in a
-        batch, with every row appended under `name`, in one statement at its end; outside a batch, at
+        """Inserts `row` with `statement`, which takes rows as JSON (`INSERT INTO ...` and a `json_rows`):
+        in a batch, with every row appended under `name`, in one statement at its end; outside a batch, at
         once. For rows the batch does not read back."""
         kept = self.kept()
         if kept is None:
-            curs.execute(statement, columns([row]))
+            curs.execute(statement, as_json([row]))
             return
         rows = kept.setdefault(f"appended {name}", [])
         if not rows:
-            self.at_batch_end(curs, name, lambda c: c.execute(statement, columns(rows)))
+            self.at_batch_end(curs, name, lambda c: c.execute(statement, as_json(rows)))
         rows.append(row)
 
     def keep_row(
         self, curs: Cursor[DictRow], name: str, statement: SQL, key: Hashable, row: tuple[Any, ...]
     ) -> None:
-        """Upserts `row`, the latest state of `key`, with `statement` (one array per column, as for
-        `append_row`): in a batch, only the last row of each key, in one statement at its end; outside a
-        batch, at once. The batch keeps what it reads back itself (`page_rows`)."""
-        kept = self.kept()
-        if kept is None:
-            curs.execute(statement, columns([row]))
+        """Upserts `row`, the latest state of `key`, with `statement` (rows as JSON, as for `append_row`):
+        in a batch, only the last row of each key, in one statement at its end; outside a batch, at once.
+        The batch keeps what it reads back itself (`page_rows`)."""
+        pending = self._pending_rows(curs, name)
+        if pending is None:
+            curs.execute(statement, as_json([row]))
             return
-        rows = kept.setdefault(f"kept {name}", {})
+        kept, forgotten = pending
+        forgotten.pop(key, None)
+        kept[key] = row
 
         def write(cursor: Cursor[DictRow]) -> None:
-            if rows:  # (`forget_row` may have left none)
-                cursor.execute(statement, columns(list(rows.values())))
+            if kept:  # (`forget_row` may have left none)
+                cursor.execute(statement, as_json(list(kept.values())))
 
         self.at_batch_end(curs, name, write)
-        rows[key] = row
 
     def forget_row(self, curs: Cursor[DictRow], name: str, statement: SQL, key: Hashable) -> None:
-        """Deletes `key`'s row with `statement` (one parameter: the key) at once, and the upsert of it that
-        `keep_row` has pending, if any."""
+        """Deletes `key`'s row with `statement` (one parameter: keys as `as_json` sends them, as for
+        `id = ANY_ID`), and the upsert of it that `keep_row` has pending, if any: in a batch, with the
+        batch's others in one statement at its end; outside a batch, at once."""
+        pending = self._pending_rows(curs, name)
+        if pending is None:
+            curs.execute(statement, as_json([key]))
+            return
+        kept, forgotten = pending
+        kept.pop(key, None)
+        forgotten[key] = None
+
+        def delete(cursor: Cursor[DictRow]) -> None:
+            if forgotten:  # (`keep_row` may have left none)
+                cursor.execute(statement, as_json(list(forgotten)))
+
+        self.at_batch_end(curs, f"forget {name}", delete)
+
+    def _pending_rows(
+        self, curs: Cursor[DictRow], name: str
+    ) -> tuple[dict[Any, Any], dict[Any, None]] | None:
+        """The rows of `name` to upsert and the keys to delete at the end of the batch; None outside one.
+        A key is in one or the other, never both, so the order of the two statements does not matter."""
         kept = self.kept()
-        if kept is not None:
-            kept.get(f"kept {name}", {}).pop(key, None)
-        curs.execute(statement, (key,))
+        if kept is None:
+            return None
+        return kept.setdefault(f"kept {name}", {}), kept.setdefault(f"forgotten {name}", {})
 
     def page_rows(self, curs: Cursor[DictRow], name: str, select: SelectRows, originator_id: UUID) -> Rows:
         """Rows (of what `select` makes of them) by aggregate id, as this transaction sees them, for
         `originator_id`. Outside a batch, `select` reads them on `curs` for `originator_id` alone. In a
-        batch, it reads them once for every aggregate of the page, and they are kept for the batch under
+        batch, it reads them once for every aggregate of the page of the same class (a table's rows are of
+        one kind of aggregate; another kind's are read when asked for), and they are kept for the batch under
         `name`: the caller must keep them as it changes them (what it writes is what it reads next)."""
         batch = self._batch()
         if batch is None:
@@ -219,7 +314,7 @@ class ReadModel(PostgresTrackingRecorder):
         rows = batch.rows.setdefault(name, {})
         selected = batch.selected.setdefault(name, set())
         if originator_id not in selected:
-            page = [i for i in batch.originator_ids() if i not in selected]
+            page = [i for i in batch.originator_ids(originator_id) if i not in selected]
             ids = page if originator_id in page else [originator_id]
             rows.update({i: row for i, row in select(batch.cursor, ids).items() if i not in rows})
             selected.update(ids)
@@ -238,14 +333,12 @@ class ReadModel(PostgresTrackingRecorder):
         rows = cls.fetch_all(curs, statement, params)
         return rows[0] if rows else None
 
+    def recording(self, tracking: Tracking) -> _Recording:
+        """A cursor whose changes commit together with `tracking`, or not at all (a context manager)."""
+        return _Recording(self, tracking)
+
     @contextmanager
-    def recording(self, tracking: Tracking) -> Iterator[Cursor[DictRow]]:
-        """A cursor whose changes commit together with `tracking`, or not at all."""
-        batch = self._batch()
-        if batch is not None:
-            yield batch.cursor
-            batch.tracking = tracking
-            return
+    def _recording_alone(self, tracking: Tracking) -> Iterator[Cursor[DictRow]]:
         with self.datastore.transaction(commit=True) as curs:
             yield curs
             self._insert_tracking(curs, tracking)

@@ -23,13 +23,14 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from psycopg import Cursor
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Composed, Identifier, Placeholder
+from psycopg.sql import SQL, Composed, Identifier
 
 from domain.account import Account
 from domain.customer import Customer, CustomerStatus
 from domain.transaction import Status, Transaction
 from domain.transaction_view import transaction_view
-from projections.postgres import ReadModel, columns
+from projections.json_rows import ANY_ID, as_json, json_rows
+from projections.postgres import ReadModel
 from projections.read_tables import TABLES, VOLUME_SUMS, create_statements
 
 # Rows as JSON records for jsonb_populate_recordset: amounts as exact decimal strings, times in RFC 3339.
@@ -50,61 +51,64 @@ class ReadModels(ReadModel):
         curs.execute("SELECT pg_advisory_xact_lock(%s)", (CREATE_LOCK,))
         super()._create_table(curs)
 
-    def insert(self, curs: Cursor[DictRow], table: str, row: dict[str, Any]) -> None:
-        """Inserts `row` unless its key is there already."""
-        statement = self.statement(
-            ("insert", table, *row),
-            lambda: SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT DO NOTHING").format(
-                self.table(table), SQL(", ").join(map(Identifier, row)), SQL(", ").join(map(Placeholder, row))
-            ),
+    def open_account(self, curs: Cursor[DictRow], row: dict[str, Any]) -> None:
+        """Inserts an account's row unless its key is there already (accounts are never changed)."""
+        insert = self.statement(
+            ("insert accounts",),
+            lambda: SQL(
+                "INSERT INTO {0} SELECT * FROM jsonb_populate_recordset(NULL::{0}, %s::jsonb)"
+                " ON CONFLICT DO NOTHING"
+            ).format(self.table("accounts")),
         )
-        curs.execute(statement, row)
+        self.append_row(curs, "accounts", insert, row)
 
-    def update(
-        self, curs: Cursor[DictRow], table: str, event: DomainEvent, tracking: Tracking, **values: Any
-    ) -> None:
-        """Sets `values` on the aggregate's row, if the row is of an older version than the event's.
-        A value may be SQL (`account_count + 1`): it is then an expression of the row's old values."""
-        values = {**values, "version": event.originator_version, "notification_id": tracking.notification_id}
-        shape = tuple(
-            (name, value.as_string() if isinstance(value, SQL) else None) for name, value in values.items()
-        )
+    def rows_of(self, curs: Cursor[DictRow], table: str, row_id: UUID) -> dict[UUID, dict[str, Any]]:
+        """The rows of `table` (customers or transactions) by id, with `row_id`'s if there is one (see
+        `page_rows`: the caller keeps them as it changes them, and writes them with `keep`)."""
+        return self.page_rows(curs, table, partial(self._select_rows, table), row_id)
 
-        def compose() -> Composed:
-            assignments = SQL(", ").join(
-                SQL("{} = {}").format(Identifier(name), SQL(value) if value else Placeholder(name))
-                for name, value in shape
-            )
-            return SQL("UPDATE {} SET {} WHERE id = %(id)s AND version < %(version)s").format(
-                self.table(table), assignments
-            )
-
-        params = {name: value for name, value in values.items() if not isinstance(value, SQL)}
-        curs.execute(
-            self.statement(("update", table, *shape), compose), {**params, "id": event.originator_id}
-        )
-
-    def transactions(self, curs: Cursor[DictRow], transaction_id: UUID) -> dict[UUID, dict[str, Any]]:
-        """The rows of transactions by id, with `transaction_id`'s if there is one (see `page_rows`: the
-        caller keeps them as it changes them)."""
-        return self.page_rows(curs, "transactions", self._select_transactions, transaction_id)
-
-    def _select_transactions(self, curs: Cursor[DictRow], ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
+    def _select_rows(self, table: str, curs: Cursor[DictRow], ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
         select = self.statement(
-            ("transactions",),
-            lambda: SQL("SELECT * FROM {} WHERE id = ANY(%s) FOR UPDATE").format(self.table("transactions")),
+            ("rows of", table),
+            lambda: SQL("SELECT * FROM {} WHERE id = " + ANY_ID + " FOR UPDATE").format(self.table(table)),
         )
-        return {row["id"]: row for row in self.fetch_all(curs, select, (ids,))}
+        return {row["id"]: row for row in self.fetch_all(curs, select, as_json(ids))}
+
+    def register_customer(self, curs: Cursor[DictRow], row: dict[str, Any]) -> None:
+        """Inserts a customer's first row, unless it is there."""
+        rows = self.rows_of(curs, "customers", row["id"])
+        if row["id"] not in rows:  # else applied already (the id is derived from partner and code)
+            rows[row["id"]] = row
+            self.keep(curs, "customers", row)
+
+    def change_customer(
+        self, curs: Cursor[DictRow], event: DomainEvent, tracking: Tracking, **values: Any
+    ) -> None:
+        """Sets `values` on the customer's row, if the row is of an older version than the event's. A value
+        may be a function of the old row (`account_count`)."""
+        rows = self.rows_of(curs, "customers", event.originator_id)
+        old = rows.get(event.originator_id)
+        if old is None or old["version"] >= event.originator_version:
+            return  # applied already
+        values = {name: value(old) if callable(value) else value for name, value in values.items()}
+        new = {
+            **old,
+            **values,
+            "version": event.originator_version,
+            "notification_id": tracking.notification_id,
+        }
+        rows[event.originator_id] = new
+        self.keep(curs, "customers", new)
 
     def create_transaction(
         self, curs: Cursor[DictRow], row: dict[str, Any], event: DomainEvent, tracking: Tracking
     ) -> None:
         """Inserts a transaction's first row, its first status and its volumes, unless it is there."""
-        rows = self.transactions(curs, row["id"])
+        rows = self.rows_of(curs, "transactions", row["id"])
         if row["id"] in rows:
             return  # applied already (the id is derived from partner and code, the primary key)
         rows[row["id"]] = row
-        self._keep_transaction(curs, row)
+        self.keep(curs, "transactions", row)
         self.record_status(curs, row, None, row["status"], event, tracking)
         self.add_volume(curs, row, +1)
 
@@ -113,7 +117,7 @@ class ReadModels(ReadModel):
     ) -> None:
         """Updates a transaction's row; a change of status is added to its history and a cancellation
         takes the transaction out of the volumes."""
-        rows = self.transactions(curs, event.originator_id)
+        rows = self.rows_of(curs, "transactions", event.originator_id)
         old = rows.get(event.originator_id)
         if old is None or old["version"] >= event.originator_version:
             return  # applied already
@@ -129,34 +133,33 @@ class ReadModels(ReadModel):
             "notification_id": tracking.notification_id,
         }
         rows[event.originator_id] = new
-        self._keep_transaction(curs, new)
+        self.keep(curs, "transactions", new)
         if status != old["status"]:
             self.record_status(curs, old, old["status"], status, event, tracking)
             if status == Status.CANCELLED:
                 self.add_volume(curs, old, -1)
 
-    def _keep_transaction(self, curs: Cursor[DictRow], row: dict[str, Any]) -> None:
-        """Writes the transaction's row as it now is: in a batch, each changed row once, at its end."""
+    def keep(self, curs: Cursor[DictRow], table: str, row: dict[str, Any]) -> None:
+        """Writes the row of `table` as it now is: in a batch, each changed row once, at its end."""
         kept = self.kept()
-        changed = kept.setdefault("changed transactions", {}) if kept is not None else {}
+        changed = kept.setdefault(f"changed {table}", {}) if kept is not None else {}
         changed[row["id"]] = row
-        self.at_batch_end(curs, "transactions", partial(self._replace_transactions, changed))
+        self.at_batch_end(curs, table, partial(self._replace_rows, table, changed))
 
-    def _replace_transactions(self, changed: dict[UUID, dict[str, Any]], curs: Cursor[DictRow]) -> None:
-        """Replaces these transactions' rows by the given ones (read FOR UPDATE by `transactions`, so each
-        is at least as new as the stored one): one DELETE and one INSERT of the rows as JSON records."""
-        table = self.table("transactions")
+    def _replace_rows(self, table: str, changed: dict[UUID, dict[str, Any]], curs: Cursor[DictRow]) -> None:
+        """Replaces these rows of `table` by the given ones (read FOR UPDATE by `rows_of`, so each is at
+        least as new as the stored one): one DELETE and one INSERT of the rows as JSON records."""
         delete = self.statement(
-            ("replace transactions", "delete"),
-            lambda: SQL("DELETE FROM {} WHERE id = ANY(%b::uuid[])").format(table),
+            ("replace", table, "delete"),
+            lambda: SQL("DELETE FROM {} WHERE id = " + ANY_ID).format(self.table(table)),
         )
         insert = self.statement(
-            ("replace transactions", "insert"),
+            ("replace", table, "insert"),
             lambda: SQL(
                 "INSERT INTO {0} SELECT * FROM jsonb_populate_recordset(NULL::{0}, %s::jsonb)"
-            ).format(table),
+            ).format(self.table(table)),
         )
-        curs.execute(delete, (list(changed),))
+        curs.execute(delete, as_json(list(changed)))
         curs.execute(insert, (ROWS_AS_JSON.encode(list(changed.values())).decode(),))
 
     def record_status(
@@ -182,10 +185,10 @@ class ReadModels(ReadModel):
         self.append_row(curs, "transaction_status_history", insert, row)
 
     def _insert_status_history(self) -> Composed:
-        return SQL(
-            "INSERT INTO {} SELECT * FROM unnest(%b::text[], %b::text[], %b::integer[], %b::text[],"
-            " %b::text[], %b::timestamptz[], %b::text[], %b::bigint[]) ON CONFLICT DO NOTHING"
-        ).format(self.table("transaction_status_history"))
+        rows = json_rows("text, text, integer, text, text, timestamptz, text, bigint")
+        return SQL("INSERT INTO {} " + rows + " ON CONFLICT DO NOTHING").format(
+            self.table("transaction_status_history")
+        )
 
     def add_volume(self, curs: Cursor[DictRow], transaction: dict[str, Any], sign: int) -> None:
         """Counts a transaction in the volumes of its day (UTC, by creation), or with -1 takes it out. In a
@@ -203,8 +206,8 @@ class ReadModels(ReadModel):
         rows = [(*key, *change) for key, change in changes.items() if any(change)]
         if not rows:
             return
-        curs.execute(self.statement(("add volumes",), self._add_volumes), columns(rows))
-        keys = columns([row[: len(VOLUME_KEY) + 1] for row in rows])
+        curs.execute(self.statement(("add volumes",), self._add_volumes), as_json(rows))
+        keys = as_json([row[: len(VOLUME_KEY) + 1] for row in rows])
         curs.execute(self.statement(("empty volumes",), self._empty_volumes), keys)
 
     def _add_volumes(self) -> Composed:
@@ -212,25 +215,21 @@ class ReadModels(ReadModel):
         added = SQL(", ").join(
             SQL("{0} = v.{0} + excluded.{0}").format(Identifier(name)) for name in ("count", *VOLUME_SUMS)
         )
-        return SQL(
-            "INSERT INTO {} AS v ({}) SELECT * FROM unnest({}, %b::date[], %b::bigint[], {})"
-            " ON CONFLICT ({}) DO UPDATE SET {}"
-        ).format(
+        rows = json_rows(
+            ", ".join(["text"] * len(VOLUME_KEY) + ["date", "bigint"] + ["numeric"] * len(VOLUME_SUMS))
+        )
+        return SQL("INSERT INTO {} AS v ({}) " + rows + " ON CONFLICT ({}) DO UPDATE SET {}").format(
             self.table("daily_volumes"),
             SQL(", ").join(map(Identifier, names)),
-            SQL(", ").join(SQL("%b::text[]") for _ in VOLUME_KEY),
-            SQL(", ").join(SQL("%b::numeric[]") for _ in VOLUME_SUMS),
             SQL(", ").join(map(Identifier, (*VOLUME_KEY, "day"))),
             added,
         )
 
     def _empty_volumes(self) -> Composed:
         names = (*VOLUME_KEY, "day")
-        return SQL(
-            "DELETE FROM {} AS v USING unnest({}, %b::date[]) AS k ({}) WHERE {} AND v.count = 0"
-        ).format(
+        keys = json_rows(", ".join(["text"] * len(VOLUME_KEY) + ["date"]))
+        return SQL("DELETE FROM {} AS v USING (" + keys + ") AS k ({}) WHERE {} AND v.count = 0").format(
             self.table("daily_volumes"),
-            SQL(", ").join(SQL("%b::text[]") for _ in VOLUME_KEY),
             SQL(", ").join(map(Identifier, names)),
             SQL(" AND ").join(SQL("v.{0} = k.{0}").format(Identifier(name)) for name in names),
         )
@@ -246,6 +245,10 @@ class ReadModels(ReadModel):
             sleep(min(interval, remaining))
             interval = min(interval * 2, 0.05)
         return True
+
+
+def _one_more_account(customer: dict[str, Any]) -> int:
+    return customer["account_count"] + 1
 
 
 def volume_amounts(transaction: dict[str, Any]) -> dict[str, Decimal]:
@@ -303,23 +306,24 @@ class ReadModelsProjection(Projection[ReadModels]):
             "created": event.at,
             "updated": event.at,
             "activated": event.at if event.status == CustomerStatus.ACTIVE else None,
+            "account_count": 0,
             "version": event.originator_version,
             "notification_id": tracking.notification_id,
         }
         with self.view.recording(tracking) as curs:
-            self.view.insert(curs, "customers", row)
+            self.view.register_customer(curs, row)
 
     @process_event.register
     def _customer_activated(self, event: Customer.Activated, tracking: Tracking) -> None:
         with self.view.recording(tracking) as curs:
             values = {"status": CustomerStatus.ACTIVE.value, "activated": event.at, "updated": event.at}
-            self.view.update(curs, "customers", event, tracking, **values)
+            self.view.change_customer(curs, event, tracking, **values)
 
     @process_event.register
     def _account_linked(self, event: Customer.AccountLinked, tracking: Tracking) -> None:
         with self.view.recording(tracking) as curs:
-            count = SQL("account_count + 1")
-            self.view.update(curs, "customers", event, tracking, account_count=count, updated=event.at)
+            count = _one_more_account
+            self.view.change_customer(curs, event, tracking, account_count=count, updated=event.at)
 
     @process_event.register
     def _account_opened(self, event: Account.Opened, tracking: Tracking) -> None:
@@ -338,7 +342,7 @@ class ReadModelsProjection(Projection[ReadModels]):
             "notification_id": tracking.notification_id,
         }
         with self.view.recording(tracking) as curs:
-            self.view.insert(curs, "accounts", row)
+            self.view.open_account(curs, row)
 
     @process_event.register(Transaction.Staged)
     @process_event.register(Transaction.Initiated)

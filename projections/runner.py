@@ -1,6 +1,7 @@
 """Running projections: live, one process at a time per projection (a PostgreSQL advisory lock elects it),
-following the event log a page per transaction as NOTIFY wakes it; and replays from the first event for
-rebuilds and audits, the same way."""
+following the event log a page per transaction as NOTIFY wakes it; and replays of one projection from the
+first event for audits, the same way (a rebuild replays every projection in one pass: `projections.rebuild`,
+with the same `apply_page` and `processor`)."""
 
 from __future__ import annotations
 
@@ -137,8 +138,9 @@ def apply_page(
     those before it are kept (a transient failure, such as a lost connection, may pass the second time)."""
     try:
         with view.batch(notifications):  # the page commits at once, with its last position
+            run = processor(projection)
             for notification in notifications:
-                process(projection, notification, decode)
+                run(notification, decode)
     except Exception as error:
         if len(notifications) > 1:
             for notification in notifications:
@@ -151,25 +153,57 @@ def process(projection: Projection[Any], notification: Notification, decode: Dec
     """Hands one stored event to `projection`, decoded only if the projection does something with it: a
     projection of the stored rows (`process_stored`) decodes it itself if it must, and an event that
     `projection` only skips advances its position undecoded."""
-    tracking = Tracking(APPLICATION, notification.id)
+    processor(projection)(notification, decode)
+
+
+def processor(projection: Projection[Any]) -> Callable[[Notification, Decode], None]:
+    """`process` for `projection`, with what does not change from one event to the next looked up once
+    (a rebuild processes every event for every projection)."""
+    projection_class = type(projection)
     process_stored = getattr(projection, "process_stored", None)
-    if process_stored is not None:
-        process_stored(notification, partial(decode, notification), tracking)
-    elif handles(type(projection), notification.topic):
-        projection.process_event(decode(notification), tracking)
-    else:
-        projection.view.skip(tracking)
+    skip = projection.view.skip
+
+    def stored(notification: Notification, decode: Decode) -> None:
+        process_stored(notification, partial(decode, notification), Tracking(APPLICATION, notification.id))
+
+    def dispatched(notification: Notification, decode: Decode) -> None:
+        tracking = Tracking(APPLICATION, notification.id)
+        if handles(projection_class, notification.topic):
+            event = decode(notification)
+            handler(projection_class, type(event))(projection, event, tracking)
+        else:
+            skip(tracking)
+
+    return dispatched if process_stored is None else stored
 
 
 @functools.cache
 def handles(projection_class: type[Projection[Any]], topic: str) -> bool:
     """Whether `projection_class` does more than skip events of `topic`: its `process_event` (a
     singledispatchmethod, see `projections`) dispatches the event's class to more than its default."""
-    event_class = resolve_topic(topic)
-    dispatcher = getattr(inspect.getattr_static(projection_class, "process_event"), "dispatcher", None)
+    dispatcher = _dispatcher(projection_class)
     if dispatcher is None:
         return True
+    event_class = resolve_topic(topic)
     return dispatcher.dispatch(event_class) is not dispatcher.dispatch(object)
+
+
+@functools.cache
+def handler(projection_class: type[Projection[Any]], event_class: type) -> Callable[..., None]:
+    """What `projection.process_event(event, tracking)` runs for an event of `event_class`, as a function
+    of (projection, event, tracking): the registered method itself, found once rather than at every call
+    (a singledispatchmethod makes a new bound method each time it is looked up)."""
+    dispatcher = _dispatcher(projection_class)
+    if dispatcher is None:
+        return lambda projection, event, tracking: projection.process_event(event, tracking)
+    return dispatcher.dispatch(event_class)
+
+
+def _dispatcher(projection_class: type[Projection[Any]]) -> Any:
+    method = inspect.getattr_static(projection_class, "process_event")
+    if getattr(method, "dispatcher", None) is not None:
+        method.__get__(None, projection_class)  # registers what eventsourcing deferred (see its dispatch)
+    return getattr(method, "dispatcher", None)
 
 
 @contextmanager

@@ -41,6 +41,7 @@ SERVER = pytest.StashKey[SuiteServer]()
 # a time. The modules of OWN_SERVERS start PostgreSQL servers of their own, whose connections are not the
 # suite's, so they run beside the group like any module.
 PROCESS_FOLDERS = (Path("tests/resilience"), Path("tests/process"))
+PROCESS_MODULES = ("test_crash_recovery.py",)  # a projection worker process killed again and again
 OWN_SERVERS = ("test_embedded_postgres.py",)
 
 
@@ -107,7 +108,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def _starts_processes(module: str) -> bool:
     path = Path(module)
-    return path.name not in OWN_SERVERS and any(path.is_relative_to(folder) for folder in PROCESS_FOLDERS)
+    in_folder = any(path.is_relative_to(folder) for folder in PROCESS_FOLDERS)
+    return path.name in PROCESS_MODULES or (in_folder and path.name not in OWN_SERVERS)
 
 
 @pytest.hookimpl(optionalhook=True)

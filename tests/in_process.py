@@ -15,6 +15,7 @@ from litestar.testing.transport import TestClientTransport
 
 from application.credentials import VAR_ENV
 from application.settings import SETTINGS_ENV
+from application.store.database import CONNECTIONS_ENV, DEFAULT_CONNECTIONS
 from interface.app import build_runtime, create_app
 from tests.e2e.support import client_secrets
 
@@ -27,6 +28,8 @@ def app_client(database_url: str, var: Path, projections: bool = False) -> Itera
         if not projections:
             patch.setenv("BROKER_LEDGER_PROJECTIONS", "off")
         patch.delenv(SETTINGS_ENV, raising=False)
+        # one connection fewer than serve's default (the read models get 1): xdist workers share the budget
+        patch.setenv(CONNECTIONS_ENV, str(DEFAULT_CONNECTIONS - 1))
         app = create_app(build_runtime(database_url))
         with TestClient(app, raise_server_exceptions=False, timeout=60) as client:
             yield client

@@ -25,6 +25,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
 from projections.callbacks.snapshots import StoredState
+from projections.json_rows import json_rows
 
 STATES = "callback_transactions"
 OUTBOX = "callback_outbox"
@@ -91,10 +92,14 @@ CREATE = (
     response_code integer NOT NULL,
     PRIMARY KEY (partner, url))""",
 )
-# A new delivery, written by the projection with its tracking position (a rebuild's again is left as it is)
-ENQUEUE = """INSERT INTO {outbox} (event_id, partner, transaction_id, transaction_code, sequence,
-    transaction_status, url, topic, version, state, created, notification_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"""
+# New deliveries, written by the projection with its tracking position (the rows as JSON, see
+# `projections.json_rows`; a rebuild's again is left as it is)
+ENQUEUE = (
+    """INSERT INTO {outbox} (event_id, partner, transaction_id, transaction_code, sequence,
+    transaction_status, url, topic, version, state, created, notification_id) """
+    + json_rows("text, text, uuid, text, integer, text, text, text, integer, bytea, timestamptz, bigint")
+    + " ON CONFLICT DO NOTHING"
+)
 
 CLAIM = """UPDATE {outbox} AS o SET lease_token = %(token)s,
     leased_until = now() + make_interval(secs => %(lease)s),

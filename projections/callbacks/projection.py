@@ -18,7 +18,8 @@ and an outbox row that exists already is left as it is, so a rebuild never sends
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from eventsourcing.dispatch import singledispatchmethod
@@ -29,6 +30,7 @@ from psycopg.sql import SQL, Composed
 from domain.transaction import Transaction
 from projections.callbacks.outbox import CREATE, ENQUEUE, OUTBOX, STATES, tables
 from projections.callbacks.snapshots import StoredState, restore, store
+from projections.json_rows import ANY_ID, as_json, json_rows
 from projections.postgres import ReadModel
 
 EVENT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:broker-ledger:callbacks")
@@ -37,6 +39,61 @@ EVENT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:broker-ledger:callbacks")
 def event_id(transaction_id: uuid.UUID, version: int) -> str:
     """The delivery's id, the same for every attempt and every rebuild: `webhook-id` for receivers."""
     return "evt_" + uuid.uuid5(EVENT_NAMESPACE, f"{transaction_id}/{version}").hex
+
+
+@dataclass
+class _Changes:
+    """What the projection changed in a batch (or in one event outside a batch): each transaction's latest
+    state, and the deliveries. A delivery carries the state of its transaction right after its event:
+    encoded only when the transaction moves on in the same batch, else the one encoding of the final state
+    serves both tables."""
+
+    states: dict[uuid.UUID, tuple[Transaction, int]] = field(default_factory=dict)  # with its sequence
+    deliveries: list[list[Any]] = field(default_factory=list)
+    unsettled: dict[uuid.UUID, list[Any]] = field(default_factory=dict)  # deliveries of the latest state
+
+    def moving_on(self, transaction_id: uuid.UUID) -> None:
+        """Before an event moves the transaction on: its delivery, if any, takes the state it has now."""
+        delivery = self.unsettled.pop(transaction_id, None)
+        if delivery is not None:
+            _settle(delivery, store(self.states[transaction_id][0]))
+
+    def deliver(self, transaction: Transaction, sequence: int, notification_id: int) -> None:
+        order = transaction.order
+        delivery = [
+            event_id(transaction.id, transaction.version),
+            order.partner,
+            transaction.id,
+            order.code,
+            sequence,
+            str(transaction.status),
+            order.callback_url,
+            None,  # topic, version and state: see `_settle`
+            None,
+            None,
+            transaction.updated,
+            notification_id,
+        ]
+        self.deliveries.append(delivery)
+        self.unsettled[transaction.id] = delivery
+
+    def rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The rows of `callback_transactions` and of `callback_outbox`, each state encoded once."""
+        states = []
+        for transaction_id, (transaction, sequence) in self.states.items():
+            stored = store(transaction)
+            order = transaction.order
+            status = str(transaction.status)
+            encoded = (stored.version, stored.topic, stored.state)
+            states.append((transaction_id, order.partner, order.code, *encoded, status, sequence))
+            delivery = self.unsettled.pop(transaction_id, None)
+            if delivery is not None:
+                _settle(delivery, stored)
+        return states, [tuple(delivery) for delivery in self.deliveries]
+
+
+def _settle(delivery: list[Any], stored: StoredState) -> None:
+    delivery[7:10] = stored.topic, stored.version, stored.state
 
 
 class CallbackOutbox(ReadModel):
@@ -51,37 +108,39 @@ class CallbackOutbox(ReadModel):
         with self.recording(tracking) as curs:
             kept = self._kept_states(curs, event.originator_id)
             row = kept.get(event.originator_id)
-            before = restore(StoredState(event.originator_id, **_state_of(row))) if row else None
+            changes = self._changes(curs)
+            changes.moving_on(event.originator_id)
+            before = _aggregate(event.originator_id, row) if row else None
             status_before = before.status if before is not None else None
             after = event.mutate(before)  # the same object, moved on
-            stored = store(after)
             sequence = row["sequence"] if row else 0
-            url = after.order.callback_url
-            if url and after.status != status_before:
+            if after.order.callback_url and after.status != status_before:
                 sequence += 1
-                self._enqueue(curs, tracking, after, stored, sequence, after.updated)
-            values = (
-                after.id,
-                after.order.partner,
-                after.order.code,
-                stored.version,
-                stored.topic,
-                stored.state,
-                str(after.status),
-                sequence,
-            )
-            upsert = self.statement(("keep states",), self._upsert_states)
-            self.keep_row(curs, STATES, upsert, after.id, values)
-            kept[event.originator_id] = {
-                "version": stored.version,
-                "topic": stored.topic,
-                "state": stored.state,
-                "sequence": sequence,
-            }
+                changes.deliver(after, sequence, tracking.notification_id)
+            kept[event.originator_id] = {"aggregate": after, "sequence": sequence}
+            changes.states[after.id] = (after, sequence)
+            if self.kept() is None:
+                self._write(changes, curs)
+
+    def _changes(self, curs: Any) -> _Changes:
+        """The changes of the batch, written at its end (see `_Changes`); outside a batch, a new one."""
+        kept = self.kept()
+        if kept is None:
+            return _Changes()
+        if "changes" not in kept:
+            kept["changes"] = _Changes()
+            self.at_batch_end(curs, STATES, partial(self._write, kept["changes"]))
+        return kept["changes"]
+
+    def _write(self, changes: _Changes, curs: Any) -> None:
+        states, deliveries = changes.rows()
+        if deliveries:
+            curs.execute(self.statement(("enqueue",), self._insert_deliveries), as_json(deliveries))
+        curs.execute(self.statement(("keep states",), self._upsert_states), as_json(states))
 
     def _kept_states(self, curs: Any, transaction_id: uuid.UUID) -> dict[uuid.UUID, dict[str, Any]]:
         """The kept states by transaction id, with `transaction_id`'s if there is one (see `page_rows`:
-        `apply` keeps them as it changes them)."""
+        `apply` keeps them as it changes them, with the transaction itself: see `_aggregate`)."""
         return self.page_rows(curs, "states", self._select_states, transaction_id)
 
     def _select_states(self, curs: Any, ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
@@ -89,52 +148,29 @@ class CallbackOutbox(ReadModel):
             ("states",),
             lambda: SQL(
                 "SELECT transaction_id, version, topic, state, sequence FROM {}"
-                " WHERE transaction_id = ANY(%s)"
+                " WHERE transaction_id = " + ANY_ID
             ).format(self.table(STATES)),
         )
-        return {row["transaction_id"]: row for row in self.fetch_all(curs, select, (ids,))}
+        return {row["transaction_id"]: row for row in self.fetch_all(curs, select, as_json(ids))}
 
     def _upsert_states(self) -> Composed:
+        rows = json_rows("uuid, text, text, integer, text, bytea, text, integer")
         return SQL(
-            "INSERT INTO {} SELECT * FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::integer[],"
-            " %b::text[], %b::bytea[], %b::text[], %b::integer[]) ON CONFLICT (transaction_id) "
+            "INSERT INTO {} " + rows + " ON CONFLICT (transaction_id) "
             "DO UPDATE SET version = excluded.version, topic = excluded.topic, "
             "state = excluded.state, status = excluded.status, sequence = excluded.sequence"
         ).format(self.table(STATES))
 
-    def _enqueue(
-        self,
-        curs: Any,
-        tracking: Tracking,
-        after: Transaction,
-        stored: StoredState,
-        sequence: int,
-        at: datetime,
-    ) -> None:
-        curs.execute(
-            self.statement(("enqueue",), self._insert_delivery),
-            (
-                event_id(after.id, after.version),
-                after.order.partner,
-                after.id,
-                after.order.code,
-                sequence,
-                str(after.status),
-                after.order.callback_url,
-                stored.topic,
-                stored.version,
-                stored.state,
-                at,
-                tracking.notification_id,
-            ),
-        )
-
-    def _insert_delivery(self) -> Composed:
+    def _insert_deliveries(self) -> Composed:
         return SQL(ENQUEUE).format(outbox=self.table(OUTBOX))
 
 
-def _state_of(row: dict[str, Any]) -> dict[str, Any]:
-    return {"version": row["version"], "topic": row["topic"], "state": row["state"]}
+def _aggregate(transaction_id: uuid.UUID, row: dict[str, Any]) -> Transaction:
+    """The transaction as a kept row holds it: the object itself if this batch moved it on, else restored
+    from its stored state."""
+    if "aggregate" in row:
+        return row["aggregate"]
+    return restore(StoredState(transaction_id, row["version"], row["topic"], row["state"]))
 
 
 class CallbackOutboxProjection(Projection[CallbackOutbox]):

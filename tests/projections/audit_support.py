@@ -46,7 +46,7 @@ def new_ledger(url: str, pool_size: int = 2) -> Ledger:
     env = {
         **eventsourcing_env(url, EVENTS_SCHEMA),
         "POSTGRES_POOL_SIZE": str(pool_size),
-        "POSTGRES_MAX_OVERFLOW": "4",
+        "POSTGRES_MAX_OVERFLOW": "0",
     }
     return Ledger(settings, FixedPrices(settings, clock), Bip32AddressBook(settings.cryptos), clock, env=env)
 

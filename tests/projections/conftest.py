@@ -34,7 +34,7 @@ def store_ledger(fresh_database: str, make_ledger: Callable[..., Ledger]) -> Led
     with psycopg.connect(fresh_database, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(EVENTS_SCHEMA)))
     env = eventsourcing_env(fresh_database, EVENTS_SCHEMA)
-    return make_ledger(env={**env, "POSTGRES_POOL_SIZE": "2", "POSTGRES_MAX_OVERFLOW": "4"})
+    return make_ledger(env={**env, "POSTGRES_POOL_SIZE": "2", "POSTGRES_MAX_OVERFLOW": "0"})
 
 
 @pytest.fixture
