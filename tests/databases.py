@@ -43,3 +43,12 @@ def _create(server_url: str, create: sql.Composable) -> None:
             if attempt >= 50:
                 raise
             time.sleep(0.1)
+
+
+def kept_position(database_url: str, partner: str) -> int | None:
+    """The read-your-writes position the store keeps for `partner` (None when it has written nothing)."""
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT position FROM api.write_positions WHERE partner = %s", [partner]
+        ).fetchone()
+    return None if row is None else row[0]

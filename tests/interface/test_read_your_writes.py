@@ -9,15 +9,8 @@ from typing import Any
 import psycopg
 
 from interface.reading import Reader
+from tests.databases import kept_position
 from tests.in_process import bearer_headers
-
-
-def kept_position(database_url: str, partner: str) -> int | None:
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute(
-            "SELECT position FROM api.write_positions WHERE partner = %s", [partner]
-        ).fetchone()
-    return None if row is None else row[0]
 
 
 def log_head(database_url: str) -> int:

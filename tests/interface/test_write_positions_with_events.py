@@ -8,14 +8,7 @@ import uuid
 import psycopg
 
 from application.store.positions import tracking_writes
-
-
-def kept_position(database_url: str, partner: str) -> int | None:
-    with psycopg.connect(database_url) as conn:
-        row = conn.execute(
-            "SELECT position FROM api.write_positions WHERE partner = %s", [partner]
-        ).fetchone()
-    return None if row is None else row[0]
+from tests.databases import kept_position
 
 
 def new_code() -> str:

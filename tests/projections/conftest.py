@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from application.credentials import VAR_ENV
 from application.ledger import Ledger
 from application.store.database import build_url, eventsourcing_env
 from application.store.log import EVENTS_SCHEMA
@@ -67,3 +69,11 @@ def connect_as(url: str, user: str, password: str) -> psycopg.Connection:
     params = conninfo_to_dict(url)
     params.update(user=user, password=password)
     return psycopg.connect(build_url(params), autocommit=True)
+
+
+@pytest.fixture
+def cli_database(fresh_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh database the CLI uses (DATABASE_URL), with a var directory of its own."""
+    monkeypatch.setenv("DATABASE_URL", fresh_database)
+    monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
+    return fresh_database

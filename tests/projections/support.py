@@ -7,10 +7,12 @@ from datetime import UTC
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from psycopg.sql import SQL, Identifier
 
 from application.ledger import Ledger
 from domain.transaction import Status, Transaction
+from interface.cli import main
 from projections.read_models import ReadModels
 from projections.read_tables import TABLES, VIEWS
 from tests.projections.scenario import Scenario
@@ -71,3 +73,10 @@ def expected_daily_volumes(ledger: Ledger, done: Scenario) -> dict[tuple, dict[s
         sums["fees_fiat"] += fees.partner_fiat + fees.bank_fiat + fees.network_fiat
         sums["fees_crypto"] += fees.partner_crypto + fees.bank_crypto + fees.network_crypto
     return {key: dict(sums) for key, sums in volumes.items()}
+
+
+def run_cli(*argv: str) -> int:
+    """The exit status of `broker-ledger` run in-process with `argv`."""
+    with pytest.raises(SystemExit) as exit_:
+        main(list(argv))
+    return exit_.value.code

@@ -5,26 +5,10 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
-from application.credentials import VAR_ENV
-from interface.cli import main
 from projections.runner import APPLICATION, ProjectionWorker, exclusive, replay
 from tests.projections.scenario import READ_MODELS, populate
 from tests.projections.support import contents
-
-
-def run(*argv: str) -> int:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(argv))
-    return exit_.value.code
-
-
-@pytest.fixture
-def cli_database(fresh_database, tmp_path, monkeypatch) -> str:
-    monkeypatch.setenv("DATABASE_URL", fresh_database)
-    monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
-    return fresh_database
+from tests.projections.support import run_cli as run
 
 
 def test_a_read_model_rebuilt_from_the_first_event_equals_the_live_one(

@@ -15,9 +15,7 @@ from typing import Any
 import pytest
 from psycopg.sql import SQL
 
-from application.credentials import VAR_ENV
 from application.ledger import Ledger
-from interface.cli import main
 from projections import rebuild
 from projections.catalog import PROJECTIONS, by_name
 from projections.ledger_postings import Postings
@@ -25,6 +23,7 @@ from projections.postgres import ReadModel
 from projections.rebuild import Lane, replay_all
 from projections.runner import ProjectionFailed, ProjectionWorker, apply_page, exclusive, open_view
 from tests.projections.scenario import Driver, populate
+from tests.projections.support import run_cli as run
 
 CALLBACK_URL = "https://hooks.partner.example/broker"
 OUTBOX_COLUMNS = (  # what the projection writes of a delivery (the rest is the delivery worker's)
@@ -202,19 +201,6 @@ def test_a_page_applied_again_is_refused_and_changes_nothing(head, store_ledger,
     assert refused.value.notification_id == page[0].id
     assert lane.view.position() == head
     assert tables(lane.view) == before
-
-
-def run(*argv: str) -> int:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(argv))
-    return exit_.value.code
-
-
-@pytest.fixture
-def cli_database(fresh_database, tmp_path, monkeypatch) -> str:
-    monkeypatch.setenv("DATABASE_URL", fresh_database)
-    monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
-    return fresh_database
 
 
 def test_projections_rebuild_rebuilds_every_projection_to_the_head_in_one_pass(
