@@ -114,15 +114,20 @@ class ConnectionSampler:
             self.error = str(error).strip()
 
     def _sample(self, held: list[tuple[str, int]], before: set[str]) -> None:
-        ours = {name: count for name, count in held if name.startswith(self.ours) or name not in before}
-        self.shared = self.shared or any(
-            name.startswith(DATABASE_PREFIX) for name in set(dict(held)) - set(ours)
-        )
+        ours = {name: count for name, count in held if self._ours(name, before)}
+        others = [name for name, _ in held if name not in ours and name.startswith(DATABASE_PREFIX)]
+        self.shared = self.shared or bool(others)
         self.latest_by_database = ours
         self.latest = sum(ours.values())
         if self.latest > self.peak:
             self.peak, self.peak_by_database = self.latest, ours
         self.samples += 1
+
+    def _ours(self, name: str, before: set[str]) -> bool:
+        """A database of this run, or one created since the sampler began that is no other run's."""
+        if name.startswith(self.ours):
+            return True
+        return name not in before and not name.startswith(DATABASE_PREFIX)
 
     def over_budget(self) -> bool:
         return self.peak > SUITE_CONNECTIONS and not self.shared
