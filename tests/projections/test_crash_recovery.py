@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from application.store.database import DATABASE_URL_ENV, eventsourcing_env
@@ -119,13 +120,16 @@ def head(url: str) -> int:
 
 
 def position(url: str, spec: ProjectionSpec) -> int:
+    with psycopg.connect(url, autocommit=True) as connection:
+        return position_on(connection, spec)
+
+
+def position_on(connection: psycopg.Connection, spec: ProjectionSpec) -> int:
+    """The projection's tracking position, read on `connection` (0 before its table exists)."""
     table = f"read.{spec.name.lower()}_tracking"
-    rows = query(url, f"SELECT max(notification_id) AS n FROM {table}") if _exists(url, table) else []
-    return (rows[0]["n"] or 0) if rows else 0
-
-
-def _exists(url: str, table: str) -> bool:
-    return query(url, "SELECT to_regclass(%s) IS NOT NULL AS found", table)[0]["found"]
+    if not connection.execute("SELECT to_regclass(%s) IS NOT NULL", [table]).fetchone()[0]:
+        return 0
+    return connection.execute(f"SELECT max(notification_id) FROM {table}").fetchone()[0] or 0
 
 
 def expected_position(url: str, spec: ProjectionSpec) -> int:
@@ -154,14 +158,14 @@ def crash_repeatedly(
     least `backlog` events, while `writers` threads keep writing; then lets a last worker catch up."""
     rng = random.Random(seed)
     chain = next(spec for spec in PROJECTIONS if spec.name == "AuditChain")
-    with Writers(url, writers, pause) as writing:
+    with Writers(url, writers, pause) as writing, psycopg.connect(url, autocommit=True) as watch:
         for _ in range(kills):
             start = position(url, chain)
             wait_for(lambda start=start: head(url) >= start + backlog, "a backlog of events", worker)
             worker.start()
             target = start + rng.randint(1, backlog // 2)
-            progressed = lambda target=target: position(url, chain) >= target  # noqa: E731
-            # polled closely: a worker catches up with a page of 10 events in milliseconds
+            progressed = lambda target=target: position_on(watch, chain) >= target  # noqa: E731
+            # polled closely (on one connection): a worker catches up with a page of 10 events in milliseconds
             wait_for(progressed, "the worker to make progress", worker, poll=0.002)
             worker.kill()
             worker.behind += position(url, chain) < head(url)  # killed with events still to process
