@@ -106,9 +106,9 @@ def active_customer_with_btc_account(
 
 @pytest.fixture
 def pooled_env(postgres_env: dict[str, str]) -> dict[str, str]:
-    """This test's schema, with connections for racing threads: loads take turns on 8 (the suite's budget is
-    40 at once on a shared server), and saves share the group committer's."""
-    return {**postgres_env, "POSTGRES_POOL_SIZE": "0", "POSTGRES_MAX_OVERFLOW": "8"}
+    """This test's schema, with connections for racing threads: loads take turns on 4 (the suite's budget is
+    40 at once on a shared server, over three xdist workers), and saves share the group committer's."""
+    return {**postgres_env, "POSTGRES_POOL_SIZE": "0", "POSTGRES_MAX_OVERFLOW": "4"}
 
 
 def race(threads: int, action: Callable[[int], Any]) -> list[Any]:
