@@ -107,7 +107,7 @@ def active_customer_with_btc_account(
 @pytest.fixture
 def pooled_env(postgres_env: dict[str, str]) -> dict[str, str]:
     """This test's schema, with connections for racing threads: loads take turns on 4 (the suite's budget is
-    40 at once on a shared server, over three xdist workers), and saves share the group committer's."""
+    40 at once on a shared server, over the xdist workers), and saves share the group committer's."""
     return {**postgres_env, "POSTGRES_POOL_SIZE": "0", "POSTGRES_MAX_OVERFLOW": "4"}
 
 
