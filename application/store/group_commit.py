@@ -343,13 +343,7 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         statement = self.select_events_of_statement
         if snapshots_table is not None:
             statement = self._since_snapshot_statement(snapshots_table)
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, {"ids": list(originator_ids)}, prepare=True)
-            rows = curs.fetchall()
-        return [
-            StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
-            for row in rows
-        ]
+        return self._stored_events(statement, {"ids": list(originator_ids)})
 
     @fail_fast
     def select_histories_and_latest_of(
@@ -359,8 +353,11 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         `snapshots_table`, and of each of `latest_ids` (ids not among `originator_ids`) only its latest
         event; in version order per aggregate."""
         statement = _histories_and_latest(self.datastore.schema, self.events_table_name, snapshots_table)
+        return self._stored_events(statement, {"ids": list(originator_ids), "latest_ids": list(latest_ids)})
+
+    def _stored_events(self, statement: str, params: dict[str, Any]) -> list[StoredEvent]:
+        """The stored events a read-ahead `statement` selects, in one round trip."""
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            params = {"ids": list(originator_ids), "latest_ids": list(latest_ids)}
             curs.execute(statement, params, prepare=True)
             rows = curs.fetchall()
         return [
