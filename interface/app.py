@@ -8,6 +8,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -66,7 +67,7 @@ from interface.text import StorableTextMiddleware
 from projections.callbacks.service import Callbacks
 from projections.callbacks.urls import CallbackUrlPolicy
 from projections.catalog import PROJECTIONS, READ_MODELS
-from projections.runner import ProjectionWorker, open_view
+from projections.runner import ProjectionWorker, open_view, stop_all
 
 log = logging.getLogger("broker_ledger")
 EVENTS_SCHEMA = "ledger"
@@ -305,6 +306,6 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
             callbacks.start,
             *(worker.start for worker in workers),
         ],
-        on_shutdown=[callbacks.stop, *(worker.stop for worker in workers), sweeper.stop, runtime.aclose],
+        on_shutdown=[callbacks.stop, partial(stop_all, workers), sweeper.stop, runtime.aclose],
         debug=False,
     )

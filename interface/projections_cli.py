@@ -19,7 +19,7 @@ from interface.cli import event_store_url
 from projections import status as projection_status
 from projections.catalog import PROJECTIONS, by_name
 from projections.rebuild import Lane, rebuilding, replay_all
-from projections.runner import ProjectionSpec, ProjectionWorker, exclusive
+from projections.runner import ProjectionSpec, ProjectionWorker, exclusive, stop_all
 
 app = App(name="projections", help="Run, inspect and rebuild the read models.")
 console = Console()
@@ -42,8 +42,7 @@ def run() -> int:
     for worker in workers:
         worker.start()
     stopped.wait()
-    for worker in workers:
-        worker.stop()
+    stop_all(workers)
     return 0
 
 

@@ -11,7 +11,7 @@ import inspect
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -23,7 +23,13 @@ from eventsourcing.projection import Projection
 from eventsourcing.utils import Environment, resolve_topic
 from psycopg import sql
 
-from application.store.database import PROJECTION_TIMEOUTS, ensure_schema, eventsourcing_env, pool_settings
+from application.store.database import (
+    PROJECTION_TIMEOUTS,
+    ensure_schema,
+    ensure_schema_on,
+    eventsourcing_env,
+    pool_settings,
+)
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections import status
 from projections.connection import lend, locked
@@ -87,17 +93,20 @@ def open_view(
 ) -> ReadModel:
     """The projection's view, for reading it or replaying into it (its tables are created if missing);
     `settings` overrides eventsourcing's (e.g. `POSTGRES_MAX_OVERFLOW` for a view that serves reads); with
-    `connection`, the view uses that connection rather than a pool of its own."""
-    ensure_schema(url, schema)
+    `connection`, the view uses that connection rather than a pool of its own, and so does its start (no
+    other connection is opened)."""
     env = Environment(spec.name, {**projection_env(url, spec, schema), **(settings or {})})
-    if connection is not None:
-        env["CREATE_TABLE"] = "no"  # created below, on `connection`
-    with starting(url):  # one process at a time: concurrent CREATE ... IF NOT EXISTS can collide
-        view = InfrastructureFactory.construct(env=env).tracking_recorder(spec.view_class)
-        if connection is not None:
-            lend(connection, view.datastore)
-            view.create_table()
-        return view
+    if connection is None:
+        ensure_schema(url, schema)
+        with psycopg.connect(url, autocommit=True) as conn, starting(conn):
+            return InfrastructureFactory.construct(env=env).tracking_recorder(spec.view_class)
+    env["CREATE_TABLE"] = "no"  # created below, on `connection`
+    view = InfrastructureFactory.construct(env=env).tracking_recorder(spec.view_class)
+    lend(connection, view.datastore)
+    with starting(connection):
+        ensure_schema_on(connection, schema)
+        view.create_table()
+    return view
 
 
 def replay(
@@ -219,11 +228,15 @@ def exclusive(url: str, spec: ProjectionSpec) -> Iterator[bool]:
 
 
 @contextmanager
-def starting(url: str) -> Iterator[None]:
-    """Holds the database-wide lock under which projections create their tables and start."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (STARTUP_LOCK,))
+def starting(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """Holds, on `conn` (autocommit), the database-wide lock under which projections create their tables
+    and start: one process at a time, as concurrent CREATE ... IF NOT EXISTS can collide."""
+    conn.execute("SELECT pg_advisory_lock(%s)", (STARTUP_LOCK,))
+    try:
         yield
+    finally:
+        if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (STARTUP_LOCK,))
 
 
 class ProjectionWorker:
@@ -252,8 +265,13 @@ class ProjectionWorker:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stopped.set()
+        self.stop_soon()
         self._thread.join(timeout=15)
+
+    def stop_soon(self) -> None:
+        """Asks the runner to stop after its page (or its wait for a notification, at most
+        `NOTIFY_WAIT_SECONDS`) without waiting for it."""
+        self._stopped.set()
 
     def pause(self) -> float:
         """Seconds to wait before the next attempt."""
@@ -289,8 +307,9 @@ class ProjectionWorker:
 
     def _lead(self, connection: psycopg.Connection[Any]) -> None:
         view = open_view(self.url, self.spec, connection=connection)
-        log_app = LedgerLog(env=projection_env(self.url, self.spec))
+        log_app = LedgerLog(env={**projection_env(self.url, self.spec), "CREATE_TABLE": "no"})
         lend(connection, log_app.recorder.datastore)
+        log_app.recorder.create_table()  # on `connection`: the runner opens no other
         try:
             self.running.set()
             log.info("projection %s running from position %d", self.spec.name, view.position())
@@ -317,8 +336,17 @@ class ProjectionWorker:
         while not self._stopped.is_set():
             replay(log_app, self.spec, view, batch=self.page, interrupted=self._stopped.is_set)
             if failure_recorded:
-                status.clear_failure(self.url, self.spec.name)
+                status.clear_failure(listener, self.spec.name)
                 failure_recorded = False
             self.failures = 0
             for _ in listener.notifies(timeout=NOTIFY_WAIT_SECONDS, stop_after=1):
                 pass
+
+
+def stop_all(workers: Iterable[ProjectionWorker]) -> None:
+    """Stops every runner, all at once: each waits out its own notification wait, side by side."""
+    workers = list(workers)
+    for worker in workers:
+        worker.stop_soon()
+    for worker in workers:
+        worker.stop()

@@ -93,9 +93,10 @@ def record_failure(url: str, name: str, error: str, notification_id: int | None)
     """Counts one more failure in a row of projection `name`, with its error and event."""
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn, conn.transaction():
         _create_table(conn)
+        # now(): one instant for both columns (clock_timestamp() twice put failed_at just before since)
         conn.execute(
             sql.SQL(
-                "INSERT INTO {0} AS s VALUES (%s, 1, %s, %s, clock_timestamp(), clock_timestamp()) "
+                "INSERT INTO {0} AS s VALUES (%s, 1, %s, %s, now(), now()) "
                 "ON CONFLICT (projection) DO UPDATE SET failures = s.failures + 1, error = excluded.error, "
                 "notification_id = excluded.notification_id, failed_at = excluded.failed_at"
             ).format(TABLE),
@@ -103,9 +104,10 @@ def record_failure(url: str, name: str, error: str, notification_id: int | None)
         )
 
 
-def clear_failure(url: str, name: str) -> None:
-    """Forgets projection `name`'s failures: it applies events again."""
-    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn, conn.transaction():
+def clear_failure(conn: psycopg.Connection[Any], name: str) -> None:
+    """Forgets projection `name`'s failures: it applies events again. On the projection's own connection
+    (autocommit, outside its pages): no connection of its own, so a runner's start costs no extra one."""
+    with conn.transaction():
         _create_table(conn)
         conn.execute(sql.SQL("DELETE FROM {} WHERE projection = %s").format(TABLE), (name,))
 

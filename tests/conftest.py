@@ -40,9 +40,11 @@ SERVER = pytest.StashKey[SuiteServer]()
 # Folders whose tests start real API servers or clusters on the suite's server: one xdist group, one test at
 # a time. The modules of OWN_SERVERS start PostgreSQL servers of their own, whose connections are not the
 # suite's, so they run beside the group like any module.
-PROCESS_FOLDERS = (Path("tests/resilience"), Path("tests/process"))
+PROCESS_FOLDERS = (Path("tests/resilience"), Path("tests/process"), Path("tests/servers"))
 PROCESS_MODULES = ("test_crash_recovery.py",)  # a projection worker process killed again and again
 OWN_SERVERS = ("test_embedded_postgres.py",)
+# Packages whose modules share one app (a package fixture): one scope, so the app starts once, on one worker
+SHARED_APP_PACKAGES = (Path("tests/e2e"),)
 
 
 def _runs_the_session(config: pytest.Config) -> bool:
@@ -95,13 +97,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's per-module scheduling, with every test that starts processes in one group of its own."""
+    """xdist's per-module scheduling, with every test that starts processes in one group of its own and
+    the modules of a package that shares one app in another."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModulesAndProcesses(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return "processes" if _starts_processes(module) else module
+            if _starts_processes(module):
+                return "processes"
+            shared = [str(package) for package in SHARED_APP_PACKAGES if Path(module).is_relative_to(package)]
+            return shared[0] if shared else module
 
     return ModulesAndProcesses(config, log)
 

@@ -257,11 +257,16 @@ def ensure_schema(url: str, schema: str) -> None:
     lock in turn (`application.store.schema_lock`), and one that finds the schema creates nothing (so a role
     that may not create schemas can start on a database that has them, and PostgreSQL logs no error)."""
     with psycopg.connect(url, autocommit=True, connect_timeout=10) as connection:
-        if _schema_exists(connection, schema):  # the common case, without waiting for the lock
-            return
-        with schema_creation(connection):
-            if not _schema_exists(connection, schema):
-                connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        ensure_schema_on(connection, schema)
+
+
+def ensure_schema_on(connection: psycopg.Connection[Any], schema: str) -> None:
+    """`ensure_schema` on a connection the caller has (autocommit, outside a transaction)."""
+    if _schema_exists(connection, schema):  # the common case, without waiting for the lock
+        return
+    with schema_creation(connection):
+        if not _schema_exists(connection, schema):
+            connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
 
 
 def _schema_exists(connection: psycopg.Connection[Any], schema: str) -> bool:

@@ -1,7 +1,7 @@
 """The server process itself: how it is started, what it writes to its var directory, /health.
 
-Stopping it (SIGTERM, exit code 0 within 15 s) is checked when the session's server fixture ends; a SIGKILL of
-a multi-worker server's supervisor takes its workers with it.
+Stopping it (SIGTERM, exit code 0 within 15 s) is checked when the package's server fixture ends; the signals
+sent to servers of their own are in `tests/servers/test_server_signals.py`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ import sys
 from pathlib import Path
 
 import httpx
-import psutil
 
-from tests.e2e.support import CLIENTS, ROOT, SERVE_COMMAND, log_tail, running_server
-from tests.resilience.processes import ApiServer, listening
+from tests.e2e.support import CLIENTS, ROOT, SERVE_COMMAND
 
 NO_PROJECTIONS = ("--no-projections",)
 WORKERS_GONE_SECONDS = 15  # a worker's graceful shutdown (at most 10 s) and its exit
@@ -61,32 +59,3 @@ def test_python_dash_m_interface_cli_knows_serve() -> None:
 
     assert done.returncode == 0, done.stderr
     assert "--port" in done.stdout
-
-
-def test_a_single_worker_server_exits_with_0_on_sigterm(database_url: str, tmp_path: Path) -> None:
-    with running_server(database_url, tmp_path / "var", tmp_path / "server.log", workers=1) as url:
-        assert httpx.get(f"{url}/health", timeout=10).status_code == 200
-
-
-def test_the_workers_of_a_multi_worker_server_end_when_its_supervisor_is_killed(
-    database_url: str, tmp_path: Path
-) -> None:
-    server = ApiServer(
-        database_url, tmp_path / "var", tmp_path / "server.log", workers=2, options=NO_PROJECTIONS
-    )
-    server.start()
-    assert server.process is not None
-    supervisor = psutil.Process(server.process.pid)
-    workers = supervisor.children()
-    try:
-        assert len(workers) >= 2, log_tail(server.log)
-        supervisor.kill()  # SIGKILL to the supervisor only: nobody forwards anything to the workers
-        server.process.wait(timeout=10)
-        _, alive = psutil.wait_procs(workers, timeout=WORKERS_GONE_SECONDS)
-        alive = [worker for worker in alive if worker.status() != psutil.STATUS_ZOMBIE]
-        assert not alive, (
-            f"workers {[w.pid for w in alive]} outlived their supervisor\n{log_tail(server.log)}"
-        )
-        assert not listening(server.port), f"port {server.port} is still served by an orphan"
-    finally:
-        server.kill()  # the process group, should anything of it be left

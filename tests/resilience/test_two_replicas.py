@@ -70,9 +70,9 @@ DELIVERED_METRIC = re.compile(r'^broker_ledger_callback_attempts_total\{outcome=
 
 @pytest.fixture
 def replica_load_seconds(request: pytest.FixtureRequest) -> float:
-    """How long the replicas trade: 8 s by default (CI: a runner is killed after 4 s and taken over, every
+    """How long the replicas trade: 6 s by default (CI: a runner is killed after 3 s and taken over, every
     flow, limit race and callback still happens), 120 s with --run-slow."""
-    return 120.0 if request.config.getoption("--run-slow") else 8.0
+    return 120.0 if request.config.getoption("--run-slow") else 6.0
 
 
 @dataclass

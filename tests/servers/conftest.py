@@ -1,0 +1,15 @@
+"""Tests that start API servers of their own on the session's database (a rate-limited one, one whose
+callbacks go to local receivers, ones that get signals). They are a package apart from `tests/process` so
+that its package server is stopped before they start: the process tests run one at a time on one xdist
+worker (see `tests/conftest.py`), and their servers' connections never add up."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.support import AddressSource
+
+
+@pytest.fixture(scope="package")
+def addresses() -> AddressSource:
+    return AddressSource()
