@@ -38,6 +38,12 @@ from projections.postgres import READ_SCHEMA, ReadModel
 log = logging.getLogger("broker_ledger.projections")
 APPLICATION = LedgerLog.name
 NOTIFY_WAIT_SECONDS = 0.5
+# A trickle of writes would make every NOTIFY a page of one or two events (a transaction and a position write
+# per projection per buy). After a round that applied fewer than SMALL_ROUND events, a runner waits
+# LINGER_SECONDS after the next NOTIFY, so that the page gathers what is stored meanwhile; a runner that is
+# behind (a larger round) reads at once, so lingering never lets it fall further behind.
+SMALL_ROUND = 32
+LINGER_SECONDS = 0.01
 MAX_RETRY_SECONDS = 30.0  # a failing projection is retried after 2, 4, 8, ... s, at most this long
 PAGE = 500  # events per transaction, at most
 PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections
@@ -118,12 +124,16 @@ def replay(
     batch: int = PAGE,
     progress: Callable[[int], None] | None = None,
     interrupted: Callable[[], bool] = lambda: False,
+    position: int | None = None,
 ) -> int:
     """Processes every event after the view's position (up to `stop_at`) in order; returns the position.
-    An event the projection cannot apply stops it there: `ProjectionFailed` names the event, and the events
-    before it are applied."""
+    `position` is the view's, when the caller knows it (a runner holding the projection's lock: nobody else
+    moves it), saving the query. A page shorter than `batch` was the end of the log: no query follows it to
+    find nothing. An event the projection cannot apply stops it there: `ProjectionFailed` names the event,
+    and the events before it are applied."""
     projection = spec.projection_class(view=view)
-    position = view.position(APPLICATION)
+    if position is None:
+        position = view.position(APPLICATION)
     while (stop_at is None or position < stop_at) and not interrupted():
         notifications = log_app.recorder.select_notifications(start=position + 1, limit=batch, stop=stop_at)
         if not notifications:
@@ -132,6 +142,8 @@ def replay(
         position = notifications[-1].id
         if progress is not None:
             progress(len(notifications))
+        if len(notifications) < batch:
+            break
     return position
 
 
@@ -333,13 +345,21 @@ class ProjectionWorker:
         channel = sql.Identifier(log_app.recorder.channel_name)
         failure_recorded = True  # perhaps, by this process or another: cleared at the first success
         listener.execute(sql.SQL("LISTEN {}").format(channel))
+        position = view.position(APPLICATION)
         while not self._stopped.is_set():
-            replay(log_app, self.spec, view, batch=self.page, interrupted=self._stopped.is_set)
+            started_at = position
+            position = replay(
+                log_app, self.spec, view, batch=self.page, interrupted=self._stopped.is_set, position=position
+            )
             if failure_recorded:
                 status.clear_failure(listener, self.spec.name)
                 failure_recorded = False
             self.failures = 0
-            for _ in listener.notifies(timeout=NOTIFY_WAIT_SECONDS, stop_after=1):
+            notified = any(True for _ in listener.notifies(timeout=NOTIFY_WAIT_SECONDS, stop_after=1))
+            if notified and position - started_at < SMALL_ROUND:
+                self._stopped.wait(LINGER_SECONDS)
+            # the next page reads whatever these told of: a commit after this sends a NOTIFY of its own
+            for _ in listener.notifies(timeout=0):
                 pass
 
 
