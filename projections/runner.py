@@ -11,6 +11,7 @@ import inspect
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,10 +40,12 @@ log = logging.getLogger("broker_ledger.projections")
 APPLICATION = LedgerLog.name
 NOTIFY_WAIT_SECONDS = 0.5
 # A trickle of writes would make every NOTIFY a page of one or two events (a transaction and a position write
-# per projection per buy). After a round that applied fewer than SMALL_ROUND events, a runner waits
-# LINGER_SECONDS after the next NOTIFY, so that the page gathers what is stored meanwhile; a runner that is
-# behind (a larger round) reads at once, so lingering never lets it fall further behind.
+# per projection per buy). A runner that had to wait for the NOTIFY (IDLE_WAIT_SECONDS or more) after a round
+# of fewer than SMALL_ROUND events waits LINGER_SECONDS more, so that the page gathers what is stored
+# meanwhile. A busy runner (a NOTIFY was waiting for it, or its round was larger) reads at once, so lingering
+# never lets it fall behind under load.
 SMALL_ROUND = 32
+IDLE_WAIT_SECONDS = 0.002
 LINGER_SECONDS = 0.01
 MAX_RETRY_SECONDS = 30.0  # a failing projection is retried after 2, 4, 8, ... s, at most this long
 PAGE = 500  # events per transaction, at most
@@ -355,8 +358,10 @@ class ProjectionWorker:
                 status.clear_failure(listener, self.spec.name)
                 failure_recorded = False
             self.failures = 0
+            waited_from = time.monotonic()
             notified = any(True for _ in listener.notifies(timeout=NOTIFY_WAIT_SECONDS, stop_after=1))
-            if notified and position - started_at < SMALL_ROUND:
+            idle = time.monotonic() - waited_from >= IDLE_WAIT_SECONDS
+            if notified and idle and position - started_at < SMALL_ROUND:
                 self._stopped.wait(LINGER_SECONDS)
             # the next page reads whatever these told of: a commit after this sends a NOTIFY of its own
             for _ in listener.notifies(timeout=0):
