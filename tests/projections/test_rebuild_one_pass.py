@@ -21,7 +21,7 @@ from projections.catalog import PROJECTIONS, by_name
 from projections.ledger_postings import Postings
 from projections.postgres import ReadModel
 from projections.rebuild import Lane, replay_all
-from projections.runner import ProjectionFailed, ProjectionWorker, apply_page, exclusive, open_view
+from projections.runner import ProjectionFailed, ProjectionWorker, apply_page, exclusive, open_view, stop_all
 from tests.projections.scenario import Driver, populate
 from tests.projections.support import run_cli as run
 
@@ -93,6 +93,7 @@ def test_one_pass_writes_every_projection_as_the_live_projections_do(
     fresh_database, store_ledger, clock, addresses, lanes_in
 ):
     workers = [ProjectionWorker(fresh_database, spec, retry_seconds=0.2) for spec in PROJECTIONS]
+    live = lanes_in("read")
     for worker in workers:
         worker.start()
     try:
@@ -100,16 +101,15 @@ def test_one_pass_writes_every_projection_as_the_live_projections_do(
         populate(store_ledger, clock, addresses)
         trade_with_callbacks(store_ledger, clock, addresses)
         head = store_ledger.recorder.max_notification_id()
-        assert all(caught_up(lane.view, head) for lane in lanes_in("read"))
+        assert all(caught_up(lane.view, head) for lane in live)
     finally:
-        for worker in workers:
-            worker.stop()
+        stop_all(workers)
     rebuilt = lanes_in("one_pass")
     replay_all(store_ledger, rebuilt, batch=7)  # pages that split transactions and customers' lives
 
     assert [lane.position for lane in rebuilt] == [head] * len(PROJECTIONS)
     assert [lane.view.position() for lane in rebuilt] == [head] * len(PROJECTIONS)
-    assert every_table(rebuilt) == every_table(lanes_in("read"))
+    assert every_table(rebuilt) == every_table(live)
     assert tables(rebuilt[-1].view)["callback_outbox"], "no delivery was rebuilt"
 
 
@@ -177,6 +177,8 @@ def test_a_projection_that_cannot_apply_an_event_stops_there_and_the_others_go_o
     assert [lane.view.position() for lane in lanes if lane is not failed] == [head] * (len(PROJECTIONS) - 1)
 
     monkeypatch.setattr(Postings, "record", record)
+    for lane in lanes:  # as a process that stopped: its connections go, the next one starts afresh
+        lane.view.datastore.close()
     resumed = lanes_in("failing")
     replay_all(store_ledger, resumed, batch=10)
     assert [lane.view.position() for lane in resumed] == [head] * len(PROJECTIONS)
@@ -206,7 +208,8 @@ def test_a_page_applied_again_is_refused_and_changes_nothing(head, store_ledger,
 def test_projections_rebuild_rebuilds_every_projection_to_the_head_in_one_pass(
     cli_database, head, store_ledger, lanes_in, capsys
 ):
-    replay_all(store_ledger, lanes_in("read"), batch=10, stop_at=head // 2)  # stale tables, emptied first
+    read = lanes_in("read")
+    replay_all(store_ledger, read, batch=10, stop_at=head // 2)  # stale tables, emptied first
 
     assert run("projections", "rebuild") == 0
 
@@ -215,7 +218,7 @@ def test_projections_rebuild_rebuilds_every_projection_to_the_head_in_one_pass(
         assert f"{spec.name}: rebuilt to position {head}" in out
     reference = lanes_in("reference")
     replay_all(store_ledger, reference, batch=50)
-    assert every_table(lanes_in("read")) == every_table(reference)
+    assert every_table(read) == every_table(reference)
 
 
 def test_projections_rebuild_leaves_a_projection_running_elsewhere_and_rebuilds_the_others(
