@@ -215,40 +215,37 @@ class SaveQueue:
             return False
 
 
+def _on_events(recorder: PostgresApplicationRecorder, text: str) -> str:
+    """`text` with `{schema}.{table}` naming the recorder's events table."""
+    schema, table = Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name)
+    return SQL(text).format(schema=schema, table=table).as_string()
+
+
 class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
     """An application recorder whose concurrent saves share transactions (see the module docstring); it
     creates its type and tables under the schema lock (`application.store.schema_lock`)."""
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name=events_table_name)
-        self.insert_keyed_statement = (
-            SQL(
-                "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)"
-                " SELECT originator_id, originator_version, topic, state"
-                " FROM unnest(%b::uuid[], %b::bigint[], %b::text[], %b::bytea[]) WITH ORDINALITY"
-                " AS e (originator_id, originator_version, topic, state, ordinality)"
-                " ORDER BY e.ordinality"
-                " RETURNING notification_id"
-            )
-            .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
-            .as_string()
+        self.insert_keyed_statement = _on_events(
+            self,
+            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)"
+            " SELECT originator_id, originator_version, topic, state"
+            " FROM unnest(%b::uuid[], %b::bigint[], %b::text[], %b::bytea[]) WITH ORDINALITY"
+            " AS e (originator_id, originator_version, topic, state, ordinality)"
+            " ORDER BY e.ordinality"
+            " RETURNING notification_id",
         )
         self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name)).as_string()
-        self.select_events_of_statement = (
-            SQL(
-                "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
-                " WHERE originator_id = ANY(%(ids)s) ORDER BY originator_id, originator_version"
-            )
-            .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
-            .as_string()
+        self.select_events_of_statement = _on_events(
+            self,
+            "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
+            " WHERE originator_id = ANY(%(ids)s) ORDER BY originator_id, originator_version",
         )
-        self.read_back_statement = (
-            SQL(
-                "SELECT originator_id, originator_version, state, notification_id FROM {schema}.{table}"
-                " WHERE originator_id = ANY(%(ids)s)"
-            )
-            .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
-            .as_string()
+        self.read_back_statement = _on_events(
+            self,
+            "SELECT originator_id, originator_version, state, notification_id FROM {schema}.{table}"
+            " WHERE originator_id = ANY(%(ids)s)",
         )
         self.timeouts_statement = (
             SQL("SELECT set_config('lock_timeout', {0}, true), set_config('statement_timeout', {1}, true)")
@@ -260,11 +257,7 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
             f"lock_timeout={LOCK_TIMEOUT * 1000:.0f}",
             f"statement_timeout={STATEMENT_TIMEOUT * 1000:.0f}",
         }
-        self.lock_statement = (
-            SQL("LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE")
-            .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
-            .as_string()
-        )
+        self.lock_statement = _on_events(self, "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE")
         self.positions_statement: str | None = None  # see `keep_write_positions`
         self._since_snapshot_statements: dict[str, str] = {}
         self._queue = SaveQueue()
