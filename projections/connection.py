@@ -52,12 +52,15 @@ def locked(url: str, key: int, name: str) -> Iterator[psycopg.Connection[DictRow
         try:
             yield connection
         finally:
-            if (
-                not connection.closed
-                and connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-            ):
-                with contextlib.suppress(psycopg.Error):
-                    connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            unlock(connection, key)
+
+
+def unlock(connection: psycopg.Connection[Any], key: int) -> None:
+    """Releases advisory lock `key` of `connection`'s session while the connection can still take a
+    statement; a closed or broken one has released it with its session."""
+    if not connection.closed and connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        with contextlib.suppress(psycopg.Error):
+            connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 def lend(connection: psycopg.Connection[DictRow], *datastores: PostgresDatastore) -> None:

@@ -33,7 +33,7 @@ from application.store.database import (
 )
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections import status
-from projections.connection import lend, locked
+from projections.connection import lend, locked, unlock
 from projections.postgres import READ_SCHEMA, ReadModel
 
 log = logging.getLogger("broker_ledger.projections")
@@ -250,8 +250,7 @@ def starting(conn: psycopg.Connection[Any]) -> Iterator[None]:
     try:
         yield
     finally:
-        if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (STARTUP_LOCK,))
+        unlock(conn, STARTUP_LOCK)
 
 
 class ProjectionWorker:
@@ -327,8 +326,9 @@ class ProjectionWorker:
         log_app.recorder.create_table()  # on `connection`: the runner opens no other
         try:
             self.running.set()
-            log.info("projection %s running from position %d", self.spec.name, view.position())
-            self._follow(log_app, view, connection)
+            position = view.position(APPLICATION)
+            log.info("projection %s running from position %d", self.spec.name, position)
+            self._follow(log_app, view, connection, position)
         finally:
             log_app.close()
             view.datastore.close()
@@ -341,14 +341,16 @@ class ProjectionWorker:
         except Exception:
             log.exception("could not record the failure of projection %s", self.spec.name)
 
-    def _follow(self, log_app: LedgerLog, view: ReadModel, listener: psycopg.Connection[Any]) -> None:
+    def _follow(
+        self, log_app: LedgerLog, view: ReadModel, listener: psycopg.Connection[Any], position: int
+    ) -> None:
         """Processes new events a page per transaction, woken by the event store's NOTIFY (or every
         half second, should a notification be missed); `listener` is the projection's connection, which
-        LISTENs between pages (notifications that come during a page wait for the next `notifies`)."""
+        LISTENs between pages (notifications that come during a page wait for the next `notifies`);
+        `position` is the view's as the runner starts."""
         channel = sql.Identifier(log_app.recorder.channel_name)
         failure_recorded = True  # perhaps, by this process or another: cleared at the first success
         listener.execute(sql.SQL("LISTEN {}").format(channel))
-        position = view.position(APPLICATION)
         while not self._stopped.is_set():
             started_at = position
             position = replay(
