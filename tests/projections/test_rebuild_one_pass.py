@@ -55,18 +55,23 @@ def head(store_ledger: Ledger, clock: Any, addresses: Any) -> int:
 
 @pytest.fixture
 def lanes_in(fresh_database: str) -> Iterator[Any]:
-    """Makes a lane per projection (or per projection named) with its tables in `schema`."""
-    opened: list[ReadModel] = []
+    """Makes a lane per projection (or per projection named) with its tables in `schema`. Lanes made again
+    in a schema replace those made there before, as a pass started anew: the earlier ones' connections are
+    closed (they are not used again)."""
+    opened: dict[str, list[ReadModel]] = {}
 
     def make(schema: str, names: tuple[str, ...] = ()) -> list[Lane]:
+        for view in opened.pop(schema, []):
+            view.datastore.close()
         specs = [by_name(name) for name in names] if names else PROJECTIONS
         views = [open_view(fresh_database, spec, schema=schema) for spec in specs]
-        opened.extend(views)
+        opened[schema] = views
         return [Lane(spec, view) for spec, view in zip(specs, views, strict=True)]
 
     yield make
-    for view in opened:
-        view.datastore.close()
+    for views in opened.values():
+        for view in views:
+            view.datastore.close()
 
 
 def tables(view: ReadModel) -> dict[str, list[tuple[Any, ...]]]:
@@ -177,8 +182,6 @@ def test_a_projection_that_cannot_apply_an_event_stops_there_and_the_others_go_o
     assert [lane.view.position() for lane in lanes if lane is not failed] == [head] * (len(PROJECTIONS) - 1)
 
     monkeypatch.setattr(Postings, "record", record)
-    for lane in lanes:  # as a process that stopped: its connections go, the next one starts afresh
-        lane.view.datastore.close()
     resumed = lanes_in("failing")
     replay_all(store_ledger, resumed, batch=10)
     assert [lane.view.position() for lane in resumed] == [head] * len(PROJECTIONS)
