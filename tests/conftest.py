@@ -106,8 +106,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             module = nodeid.split("::", 1)[0]
             if _starts_processes(module):
                 return "processes"
-            shared = [str(package) for package in SHARED_APP_PACKAGES if Path(module).is_relative_to(package)]
-            return shared[0] if shared else module
+            shared = (str(package) for package in SHARED_APP_PACKAGES if Path(module).is_relative_to(package))
+            return next(shared, module)
 
     return ModulesAndProcesses(config, log)
 

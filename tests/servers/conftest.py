@@ -5,11 +5,4 @@ worker (see `tests/conftest.py`), and their servers' connections never add up.""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.e2e.support import AddressSource
-
-
-@pytest.fixture(scope="package")
-def addresses() -> AddressSource:
-    return AddressSource()
+from tests.e2e.conftest import addresses  # noqa: F401  (package-scoped: this package's own)
