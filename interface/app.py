@@ -67,7 +67,8 @@ from interface.text import StorableTextMiddleware
 from projections.callbacks.service import Callbacks
 from projections.callbacks.urls import CallbackUrlPolicy
 from projections.catalog import PROJECTIONS, READ_MODELS
-from projections.runner import ProjectionWorker, open_view, stop_all
+from projections.live import ProjectionWorker, stop_all
+from projections.runner import open_view
 
 log = logging.getLogger("broker_ledger")
 EVENTS_SCHEMA = "ledger"
@@ -186,11 +187,11 @@ def build_runtime(database_url: str | None = None, ledger_clock: Clock | None = 
 
 
 def projection_workers(runtime: Runtime) -> list[ProjectionWorker]:
-    """A worker per projection, each running it while this process holds its lock; none when
+    """The worker running every projection whose lock this process holds; none when
     BROKER_LEDGER_PROJECTIONS=off (`serve --no-projections`, with `projections run` elsewhere)."""
     if os.environ.get(PROJECTIONS_ENV, "").strip().lower() == "off":
         return []
-    return [ProjectionWorker(runtime.database_url, spec) for spec in PROJECTIONS]
+    return [ProjectionWorker(runtime.database_url, PROJECTIONS)]
 
 
 JSON_ENCODER = msgspec.json.Encoder(enc_hook=default_serializer, decimal_format="number")

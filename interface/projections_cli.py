@@ -18,8 +18,9 @@ from application.store.log import EVENTS_SCHEMA, LedgerLog
 from interface.cli import event_store_url
 from projections import status as projection_status
 from projections.catalog import PROJECTIONS, by_name
+from projections.live import ProjectionWorker, stop_all
 from projections.rebuild import Lane, rebuilding, replay_all
-from projections.runner import ProjectionSpec, ProjectionWorker, exclusive, stop_all
+from projections.runner import ProjectionSpec, exclusive
 
 app = App(name="projections", help="Run, inspect and rebuild the read models.")
 console = Console()
@@ -35,7 +36,7 @@ def run() -> int:
     each projection at a time; start several for fail-over)."""
     configure_logging("info")
     url = event_store_url()
-    workers = [ProjectionWorker(url, spec) for spec in PROJECTIONS]
+    workers = [ProjectionWorker(url, PROJECTIONS)]
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.set())

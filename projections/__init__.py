@@ -25,9 +25,10 @@ Every projection follows one recipe.
    (`kept`) rather than write or encode it event by event.
 
 4. **Where it is listed**: `projections.catalog.PROJECTIONS` (the order of start, rebuild and verification).
-   Live, each projection runs on its own (`runner.ProjectionWorker`, an advisory lock each); a rebuild
-   replays all of them in one pass (`projections.rebuild`): each page of the log is read and decoded once
-   and handed to every projection, each writing it in its own transaction with its own position.
+   Live, a process runs the projections whose advisory locks it holds in one pass (`live.ProjectionWorker`):
+   each page of the log is read and decoded once and handed to every projection, their rows and positions
+   written in one transaction on one connection. A rebuild replays all of them in one pass too
+   (`projections.rebuild`), each writing a page in its own transaction with its own position.
 
 5. **How it is tested**: its rows for a scenario (`tests/projections/scenario.py`); the same tables whatever
    the page size (`tests/projections/test_page_sizes.py`: pages of 500, 2 and 1); a rebuild from the first

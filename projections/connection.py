@@ -43,16 +43,27 @@ class LentConnection:
 def locked(url: str, key: int, name: str) -> Iterator[psycopg.Connection[DictRow] | None]:
     """A connection (autocommit, dict rows, as eventsourcing's; `broker-ledger <name>` in pg_stat_activity)
     holding advisory lock `key` while inside, or None when another session holds the lock."""
-    conninfo = with_timeouts(tagged(url, name), PROJECTION_TIMEOUTS)
-    with psycopg.connect(conninfo, autocommit=True, row_factory=dict_row) as connection:
-        row = connection.execute("SELECT pg_try_advisory_lock(%s) AS free", (key,)).fetchone()
-        if not (row and row["free"]):
+    with connect(url, name) as connection:
+        if not try_lock(connection, key):
             yield None
             return
         try:
             yield connection
         finally:
             unlock(connection, key)
+
+
+def connect(url: str, name: str) -> psycopg.Connection[DictRow]:
+    """A projection's connection: autocommit, dict rows (as eventsourcing's), `PROJECTION_TIMEOUTS`, and
+    `broker-ledger <name>` in pg_stat_activity."""
+    conninfo = with_timeouts(tagged(url, name), PROJECTION_TIMEOUTS)
+    return psycopg.connect(conninfo, autocommit=True, row_factory=dict_row)
+
+
+def try_lock(connection: psycopg.Connection[DictRow], key: int) -> bool:
+    """Takes advisory lock `key` for `connection`'s session if no other session holds it."""
+    row = connection.execute("SELECT pg_try_advisory_lock(%s) AS free", (key,)).fetchone()
+    return bool(row and row["free"])
 
 
 def unlock(connection: psycopg.Connection[Any], key: int) -> None:

@@ -18,6 +18,7 @@ computes the next. Rows are sent as JSON (`projections.json_rows`): see there wh
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import threading
@@ -165,15 +166,16 @@ class ReadModel(PostgresTrackingRecorder):
         return statement
 
     @contextmanager
-    def batch(self, notifications: Sequence[Notification] = ()) -> Iterator[None]:
+    def batch(self, notifications: Sequence[Notification] = (), joined: bool = False) -> Iterator[None]:
         """Events processed inside (in this thread) commit together, with the last one's position;
-        `notifications` are the stored events of the page processed (see `notification`, `page_rows`)."""
-        with (
-            self.datastore.get_connection() as conn,
-            conn.pipeline(),
-            conn.transaction(),
-            conn.cursor() as curs,
-        ):
+        `notifications` are the stored events of the page processed (see `notification`, `page_rows`).
+        `joined`: the view's connection is in the caller's pipeline and transaction already (several views
+        lent one connection write a page in one transaction: `projections.live`), which commits the batch."""
+        with self.datastore.get_connection() as conn, contextlib.ExitStack() as own:
+            if not joined:
+                own.enter_context(conn.pipeline())
+                own.enter_context(conn.transaction())
+            curs = own.enter_context(conn.cursor())
             batch = _Batch(curs, notifications)
             self._batches.current = batch
             try:

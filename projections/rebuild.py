@@ -156,7 +156,7 @@ def apply_to_all(
     except Exception:
         for lane, page in pages:
             if lane not in committed:
-                _apply_alone(lane, page, decode, progress)
+                apply_alone(lane, page, decode, progress)
         return None
 
 
@@ -172,7 +172,7 @@ def _on_commit(
     return ended
 
 
-def _apply_alone(lane: Lane, page: Sequence[Notification], decode: Decode, progress: Progress | None) -> None:
+def apply_alone(lane: Lane, page: Sequence[Notification], decode: Decode, progress: Progress | None) -> None:
     try:
         apply_page(lane.spec, lane.projection, lane.view, page, decode)
     except ProjectionFailed as failure:

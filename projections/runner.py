@@ -1,18 +1,15 @@
-"""Running projections: live, one process at a time per projection (a PostgreSQL advisory lock elects it),
-following the event log a page per transaction as NOTIFY wakes it; and replays of one projection from the
-first event for audits, the same way (a rebuild replays every projection in one pass: `projections.rebuild`,
-with the same `apply_page` and `processor`)."""
+"""Running projections: replays of one projection from its position, a page per transaction (audits,
+tests, `projections replay`), and what every way of running them shares: the spec of a projection, its view
+(`open_view`), a page applied in one transaction (`apply_page`) and an event handed to a projection
+(`processor`). Live, the projections a process leads run together in one pass (`projections.live`); a
+rebuild replays every projection in one pass too (`projections.rebuild`)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import inspect
-import logging
-import os
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -22,7 +19,6 @@ import psycopg
 from eventsourcing.persistence import InfrastructureFactory, Notification, Tracking
 from eventsourcing.projection import Projection
 from eventsourcing.utils import Environment, resolve_topic
-from psycopg import sql
 
 from application.store.database import (
     PROJECTION_TIMEOUTS,
@@ -32,24 +28,11 @@ from application.store.database import (
     pool_settings,
 )
 from application.store.log import EVENTS_SCHEMA, LedgerLog
-from projections import status
-from projections.connection import lend, locked, unlock
+from projections.connection import lend, unlock
 from projections.postgres import READ_SCHEMA, ReadModel
 
-log = logging.getLogger("broker_ledger.projections")
 APPLICATION = LedgerLog.name
-NOTIFY_WAIT_SECONDS = 0.5
-# A trickle of writes would make every NOTIFY a page of one or two events (a transaction and a position write
-# per projection per buy). A runner that had to wait for the NOTIFY (IDLE_WAIT_SECONDS or more) after a round
-# of fewer than SMALL_ROUND events waits LINGER_SECONDS more, so that the page gathers what is stored
-# meanwhile. A busy runner (a NOTIFY was waiting for it, or its round was larger) reads at once, so lingering
-# never lets it fall behind under load.
-SMALL_ROUND = 32
-IDLE_WAIT_SECONDS = 0.002
-LINGER_SECONDS = 0.01
-MAX_RETRY_SECONDS = 30.0  # a failing projection is retried after 2, 4, 8, ... s, at most this long
 PAGE = 500  # events per transaction, at most
-PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections
 Decode = Callable[[Notification], Any]  # a stored event to its domain event (the application's mapper)
 STARTUP_LOCK = int.from_bytes(
     hashlib.sha256(b"broker-ledger projections starting").digest()[:8], "big", signed=True
@@ -251,129 +234,3 @@ def starting(conn: psycopg.Connection[Any]) -> Iterator[None]:
         yield
     finally:
         unlock(conn, STARTUP_LOCK)
-
-
-class ProjectionWorker:
-    """Keeps one projection running in this process while this process holds its advisory lock.
-
-    Every API worker and every `projections run` process starts one per projection; the one that gets
-    the lock runs the projection, the others wait and take over if it stops. A failure (a database
-    restart, an event the projection cannot apply) stops the runner at that event: it is recorded in
-    `read.projection_status` (see `projections.status`) while the lock is still held, and the runner is
-    started again after a pause that doubles with each failure in a row (at most `MAX_RETRY_SECONDS`),
-    resuming from its position; it never skips the event. Once it applies events again, the record is
-    deleted.
-    """
-
-    def __init__(self, url: str, spec: ProjectionSpec, retry_seconds: float = 2.0) -> None:
-        self.url = url
-        self.spec = spec
-        self.retry_seconds = retry_seconds
-        self.page = int(os.environ.get(PAGE_ENV) or PAGE)
-        self.running = threading.Event()  # set while this process runs the projection
-        self.failures = 0  # in a row, in this process
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"projection-{spec.name}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.stop_soon()
-        self._thread.join(timeout=15)
-
-    def stop_soon(self) -> None:
-        """Asks the runner to stop after its page (or its wait for a notification, at most
-        `NOTIFY_WAIT_SECONDS`) without waiting for it."""
-        self._stopped.set()
-
-    def pause(self) -> float:
-        """Seconds to wait before the next attempt."""
-        if not self.failures:
-            return self.retry_seconds
-        return min(self.retry_seconds * 2 ** (self.failures - 1), max(MAX_RETRY_SECONDS, self.retry_seconds))
-
-    def _loop(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                self._run_while_leader()
-            except Exception:
-                self.failures += 1
-                log.exception(
-                    "projection %s failed (%d in a row); restarting in %.0f s",
-                    self.spec.name,
-                    self.failures,
-                    self.pause(),
-                )
-            self.running.clear()
-            self._stopped.wait(self.pause())
-
-    def _run_while_leader(self) -> None:
-        # the projection's one connection while this process leads it (None while another process does)
-        with locked(self.url, self.spec.lock_key(), f"projection {self.spec.name}") as leader:
-            if leader is None:
-                return
-            try:
-                self._lead(leader)
-            except Exception as error:
-                self._record(error)  # while the lock is held: a successor's success is not overwritten
-                raise
-
-    def _lead(self, connection: psycopg.Connection[Any]) -> None:
-        view = open_view(self.url, self.spec, connection=connection)
-        log_app = LedgerLog(env={**projection_env(self.url, self.spec), "CREATE_TABLE": "no"})
-        lend(connection, log_app.recorder.datastore)
-        log_app.recorder.create_table()  # on `connection`: the runner opens no other
-        try:
-            self.running.set()
-            position = view.position(APPLICATION)
-            log.info("projection %s running from position %d", self.spec.name, position)
-            self._follow(log_app, view, connection, position)
-        finally:
-            log_app.close()
-            view.datastore.close()
-
-    def _record(self, error: Exception) -> None:
-        notification_id = error.notification_id if isinstance(error, ProjectionFailed) else None
-        message = str(error) if isinstance(error, ProjectionFailed) else f"{type(error).__name__}: {error}"
-        try:
-            status.record_failure(self.url, self.spec.name, message, notification_id)
-        except Exception:
-            log.exception("could not record the failure of projection %s", self.spec.name)
-
-    def _follow(
-        self, log_app: LedgerLog, view: ReadModel, listener: psycopg.Connection[Any], position: int
-    ) -> None:
-        """Processes new events a page per transaction, woken by the event store's NOTIFY (or every
-        half second, should a notification be missed); `listener` is the projection's connection, which
-        LISTENs between pages (notifications that come during a page wait for the next `notifies`);
-        `position` is the view's as the runner starts."""
-        channel = sql.Identifier(log_app.recorder.channel_name)
-        failure_recorded = True  # perhaps, by this process or another: cleared at the first success
-        listener.execute(sql.SQL("LISTEN {}").format(channel))
-        while not self._stopped.is_set():
-            started_at = position
-            position = replay(
-                log_app, self.spec, view, batch=self.page, interrupted=self._stopped.is_set, position=position
-            )
-            if failure_recorded:
-                status.clear_failure(listener, self.spec.name)
-                failure_recorded = False
-            self.failures = 0
-            waited_from = time.monotonic()
-            notified = any(True for _ in listener.notifies(timeout=NOTIFY_WAIT_SECONDS, stop_after=1))
-            idle = time.monotonic() - waited_from >= IDLE_WAIT_SECONDS
-            if notified and idle and position - started_at < SMALL_ROUND:
-                self._stopped.wait(LINGER_SECONDS)
-            # the next page reads whatever these told of: a commit after this sends a NOTIFY of its own
-            for _ in listener.notifies(timeout=0):
-                pass
-
-
-def stop_all(workers: Iterable[ProjectionWorker]) -> None:
-    """Stops every runner, all at once: each waits out its own notification wait, side by side."""
-    workers = list(workers)
-    for worker in workers:
-        worker.stop_soon()
-    for worker in workers:
-        worker.stop()

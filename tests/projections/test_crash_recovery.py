@@ -24,7 +24,8 @@ from projections.audit import compare_with_rebuild
 from projections.audit_chain_check import check_chain
 from projections.audit_sql import small_pool
 from projections.catalog import PROJECTIONS
-from projections.runner import PAGE_ENV, ProjectionSpec
+from projections.live import PAGE_ENV
+from projections.runner import ProjectionSpec
 from tests.projections.audit_support import Flows, new_ledger, own_database, query
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "broker-ledger"

@@ -22,9 +22,9 @@ def no_projections_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_api_worker_offers_to_run_every_projection_by_default() -> None:
-    workers = projection_workers(SimpleNamespace(database_url="postgresql://db/ledger"))
-    assert [worker.spec.name for worker in workers] == [spec.name for spec in PROJECTIONS]
-    assert "ReadModels" in {worker.spec.name for worker in workers}
+    [worker] = projection_workers(SimpleNamespace(database_url="postgresql://db/ledger"))
+    assert [spec.name for spec in worker.specs] == [spec.name for spec in PROJECTIONS]
+    assert "ReadModels" in {spec.name for spec in worker.specs}
 
 
 def test_an_api_worker_runs_no_projection_when_they_are_off(monkeypatch: pytest.MonkeyPatch) -> None:

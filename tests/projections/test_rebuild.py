@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from projections.runner import APPLICATION, ProjectionWorker, exclusive, replay
+from projections.live import ProjectionWorker
+from projections.runner import APPLICATION, exclusive, replay
 from tests.projections.scenario import READ_MODELS, populate
 from tests.projections.support import contents
 from tests.projections.support import run_cli as run
@@ -14,7 +15,7 @@ from tests.projections.support import run_cli as run
 def test_a_read_model_rebuilt_from_the_first_event_equals_the_live_one(
     fresh_database, store_ledger, clock, addresses, make_view
 ):
-    worker = ProjectionWorker(fresh_database, READ_MODELS, retry_seconds=0.2)
+    worker = ProjectionWorker(fresh_database, [READ_MODELS], retry_seconds=0.2)
     worker.start()
     try:
         assert worker.running.wait(15), "the worker did not start the projection"

@@ -19,9 +19,10 @@ from application.ledger import Ledger
 from projections import rebuild
 from projections.catalog import PROJECTIONS, by_name
 from projections.ledger_postings import Postings
+from projections.live import ProjectionWorker
 from projections.postgres import ReadModel
 from projections.rebuild import Lane, replay_all
-from projections.runner import ProjectionFailed, ProjectionWorker, apply_page, exclusive, open_view, stop_all
+from projections.runner import ProjectionFailed, apply_page, exclusive, open_view
 from tests.projections.scenario import Driver, populate
 from tests.projections.support import run_cli as run
 
@@ -97,18 +98,17 @@ def every_table(lanes: list[Lane]) -> dict[str, dict[str, list[tuple[Any, ...]]]
 def test_one_pass_writes_every_projection_as_the_live_projections_do(
     fresh_database, store_ledger, clock, addresses, lanes_in
 ):
-    workers = [ProjectionWorker(fresh_database, spec, retry_seconds=0.2) for spec in PROJECTIONS]
+    worker = ProjectionWorker(fresh_database, PROJECTIONS, retry_seconds=0.2)
     live = lanes_in("read")
-    for worker in workers:
-        worker.start()
+    worker.start()
     try:
-        assert all(worker.running.wait(15) for worker in workers), "a projection did not start"
+        assert worker.running.wait(15), "a projection did not start"
         populate(store_ledger, clock, addresses)
         trade_with_callbacks(store_ledger, clock, addresses)
         head = store_ledger.recorder.max_notification_id()
         assert all(caught_up(lane.view, head) for lane in live)
     finally:
-        stop_all(workers)
+        worker.stop()
     rebuilt = lanes_in("one_pass")
     replay_all(store_ledger, rebuilt, batch=7)  # pages that split transactions and customers' lives
 
@@ -131,7 +131,7 @@ def test_one_pass_writes_the_same_tables_in_pages_of_one_three_and_five_thousand
     head, store_ledger, lanes_in, monkeypatch
 ):
     applied_alone = []  # pages a projection had to apply again on its own, event by event, after a failure
-    monkeypatch.setattr(rebuild, "_apply_alone", lambda lane, *_: applied_alone.append(lane.spec.name))
+    monkeypatch.setattr(rebuild, "apply_alone", lambda lane, *_: applied_alone.append(lane.spec.name))
     results = []
     for page in (1, 3, 5000):
         lanes = lanes_in(f"page_{page}")

@@ -20,8 +20,9 @@ from application.store.database import DATABASE_URL_ENV
 from interface.cli import main
 from projections import status
 from projections.catalog import PROJECTIONS, READ_MODELS
+from projections.live import MAX_RETRY_SECONDS, ProjectionWorker
 from projections.read_models import ReadModelsProjection
-from projections.runner import MAX_RETRY_SECONDS, ProjectionWorker, handles
+from projections.runner import handles
 from tests.projections.audit_support import Flows, catch_up, new_ledger, own_database, query
 from tests.projections.stall_support import insert_unappliable_event, log_app
 
@@ -78,7 +79,7 @@ def stalled(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             ledger.close()
         monkeypatch.setenv(DATABASE_URL_ENV, url)
         monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
-        worker = ProjectionWorker(url, READ_MODELS, retry_seconds=0.1)
+        worker = ProjectionWorker(url, [READ_MODELS], retry_seconds=0.1)
         worker.start()
         try:
             eventually(lambda: "ReadModels" in failures(url))
@@ -175,9 +176,6 @@ def test_audit_verify_passes_with_a_young_lag_and_fails_past_the_threshold(one_l
 
 
 def test_a_failing_projection_is_retried_after_a_pause_that_doubles_up_to_a_cap():
-    worker = ProjectionWorker("postgresql://unused/db", READ_MODELS, retry_seconds=2)
-    pauses = []
-    for failures_in_a_row in range(8):
-        worker.failures = failures_in_a_row
-        pauses.append(worker.pause())
+    worker = ProjectionWorker("postgresql://unused/db", [READ_MODELS], retry_seconds=2)
+    pauses = [worker.pause(failures_in_a_row) for failures_in_a_row in range(8)]
     assert pauses == [2, 2, 4, 8, 16, MAX_RETRY_SECONDS, MAX_RETRY_SECONDS, MAX_RETRY_SECONDS]

@@ -21,7 +21,6 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from application.store.database import APP_NAME, DEFAULT_CONNECTIONS
-from projections.catalog import PROJECTIONS
 from tests.databases import scratch_database
 from tests.e2e.support import (
     AddressSource,
@@ -35,8 +34,8 @@ from tests.e2e.support import (
 )
 from tests.suite_server import ConnectionSampler
 
-IDLE_BUDGET = 8  # serve, one worker, projections in-process, nothing asked of it
-PEAK_BUDGET = DEFAULT_CONNECTIONS + len(PROJECTIONS)  # its pools at their fullest, and one per projection
+IDLE_BUDGET = 5  # serve, one worker, projections in-process, nothing asked of it
+PEAK_BUDGET = DEFAULT_CONNECTIONS + 1  # its pools at their fullest, and the projections' one
 TRADERS = 8
 LOAD_SECONDS = 3.0  # 8 threads reach the pools' peak within a second; sampled every 20 ms
 

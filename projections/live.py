@@ -1,0 +1,292 @@
+"""Live projections: every projection a process leads, in one thread, on one connection, one page at a time.
+
+Every API worker and every `projections run` process starts one `ProjectionWorker` for the catalog's
+projections. A projection runs in one process of the cluster at a time: the one whose connection holds its
+advisory lock. Every `retry_seconds` a worker tries the locks of those it does not lead, so it takes over a
+projection that stops elsewhere.
+
+Woken by the event store's NOTIFY (or every `NOTIFY_WAIT_SECONDS`, should one be missed), a round reads the
+new page of the log once, decodes each event at most once (`rebuild.PageDecoder`), and hands it to every
+projection led: their rows and their positions are written in ONE transaction, in pipeline mode, on the
+shared connection (`apply_together`). If the round fails, each projection applies the page alone
+(`rebuild.apply_alone`: a transaction of its own, then event by event), so the others' pages commit and
+the failing event is named. The projection that failed is recorded in `read.projection_status`
+(`projections.status`) while its lock is still held, let go, and taken again after a pause that doubles
+with each failure in a row (at most `MAX_RETRY_SECONDS`), from its position: it never skips the event.
+Once it applies events again, the record is deleted. A lost connection fails every projection led; the
+worker connects again after a pause.
+
+A trickle of writes would make every NOTIFY a page of one or two events (a transaction per round). A worker
+that had to wait for the NOTIFY (`IDLE_WAIT_SECONDS` or more) after a round of fewer than `SMALL_ROUND`
+events waits `LINGER_SECONDS` more, so that the page gathers what is stored meanwhile. A busy worker (a
+NOTIFY was waiting for it, or its round was larger) reads at once, so lingering never lets it fall behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from eventsourcing.persistence import Notification
+from psycopg import sql
+
+from application.store.database import PROJECTION_TIMEOUTS, eventsourcing_env, pool_settings
+from application.store.log import EVENTS_SCHEMA, LedgerLog
+from projections import status
+from projections.connection import connect, lend, try_lock, unlock
+from projections.rebuild import Lane, PageDecoder, apply_alone, read_page
+from projections.runner import PAGE, Decode, ProjectionFailed, ProjectionSpec, open_view
+
+log = logging.getLogger("broker_ledger.projections")
+NOTIFY_WAIT_SECONDS = 0.5
+SMALL_ROUND = 32
+IDLE_WAIT_SECONDS = 0.002
+LINGER_SECONDS = 0.01
+MAX_RETRY_SECONDS = 30.0  # a failing projection is retried after 2, 4, 8, ... s, at most this long
+PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections
+CONNECTION_NAME = "projections"  # `broker-ledger projections` in pg_stat_activity
+
+
+@dataclass
+class Standing:
+    """What a worker remembers of one projection across its leads: failures in a row, and when it may be
+    taken again."""
+
+    failures: int = 0
+    retry_at: float = 0.0
+
+
+class ProjectionWorker:
+    """Runs, in this process, every projection of `specs` whose advisory lock it holds (see above)."""
+
+    def __init__(self, url: str, specs: Iterable[ProjectionSpec], retry_seconds: float = 2.0) -> None:
+        self.url = url
+        self.specs = tuple(specs)
+        self.retry_seconds = retry_seconds
+        self.page = int(os.environ.get(PAGE_ENV) or PAGE)
+        self.running = threading.Event()  # set while this process runs every projection of `specs`
+        self.standing = {spec.name: Standing() for spec in self.specs}
+        self._lanes: dict[str, Lane] = {}  # the projections led, by name
+        self._uncleared: set[str] = set()  # led projections whose failure may still be on record
+        self._look_at = 0.0  # when to try the locks of the projections not led
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="projections", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.stop_soon()
+        self._thread.join(timeout=15)
+
+    def stop_soon(self) -> None:
+        """Asks the worker to stop after its round (or its wait for a notification, at most
+        `NOTIFY_WAIT_SECONDS`) without waiting for it."""
+        self._stopped.set()
+
+    def pause(self, failures: int) -> float:
+        """Seconds to wait after `failures` in a row before the next attempt."""
+        if not failures:
+            return self.retry_seconds
+        return min(self.retry_seconds * 2 ** (failures - 1), max(MAX_RETRY_SECONDS, self.retry_seconds))
+
+    def _loop(self) -> None:
+        lost = 0  # connections failed in a row
+        while not self._stopped.is_set():
+            try:
+                self._connected()
+                lost = 0
+            except Exception:
+                lost += 1
+                log.exception(
+                    "projections: the connection failed (%d in a row); connecting again in %.0f s",
+                    lost,
+                    self.pause(lost),
+                )
+            self.running.clear()
+            self._stopped.wait(self.pause(lost))
+
+    def _connected(self) -> None:
+        with connect(self.url, CONNECTION_NAME) as connection:
+            log_app = event_log(self.url, connection)
+            try:
+                self._follow(connection, log_app)
+            except Exception as error:
+                for lane in list(self._lanes.values()):
+                    self._failed(lane.spec, error, connection)
+                raise
+            finally:
+                for lane in list(self._lanes.values()):
+                    self._let_go(lane.spec, connection)
+                log_app.close()
+
+    def _follow(self, connection: psycopg.Connection[Any], log_app: LedgerLog) -> None:
+        """Rounds until stopped, LISTENing while it leads a projection (a connection that never reads its
+        notifications would hold back PostgreSQL's queue of them)."""
+        channel = sql.Identifier(log_app.recorder.channel_name)
+        listening = False
+        while not self._stopped.is_set():
+            self._take_free(connection)
+            if bool(self._lanes) != listening:
+                listening = not listening
+                connection.execute(sql.SQL("LISTEN {}" if listening else "UNLISTEN {}").format(channel))
+            if not self._lanes:
+                self._stopped.wait(max(self._look_at - time.monotonic(), 0))
+                continue
+            self._wait(connection, self._rounds(connection, log_app))
+
+    def _rounds(self, connection: psycopg.Connection[Any], log_app: LedgerLog) -> int:
+        """Applies the new events to every projection led, a page per round; returns how many it read."""
+        read = 0
+        while self._lanes and not self._stopped.is_set():
+            lanes = list(self._lanes.values())
+            start = min(lane.position for lane in lanes) + 1
+            notifications = read_page(log_app, start, self.page, None)
+            if notifications:
+                apply_together(connection, lanes, notifications, PageDecoder(log_app.mapper.to_domain_event))
+            self._settle(connection, lanes)
+            read += len(notifications)
+            if len(notifications) < self.page:
+                break
+        return read
+
+    def _wait(self, connection: psycopg.Connection[Any], read: int) -> None:
+        """Waits for a NOTIFY (lingering after a small round, see above); the next round reads whatever
+        the notifications drained here told of: a commit after them sends a NOTIFY of its own."""
+        waited_from = time.monotonic()
+        timeout = min(NOTIFY_WAIT_SECONDS, max(self._look_at - waited_from, 0.0))
+        notified = any(True for _ in connection.notifies(timeout=timeout, stop_after=1))
+        idle = time.monotonic() - waited_from >= IDLE_WAIT_SECONDS
+        if notified and idle and read < SMALL_ROUND:
+            self._stopped.wait(LINGER_SECONDS)
+        for _ in connection.notifies(timeout=0):
+            pass
+
+    def _take_free(self, connection: psycopg.Connection[Any]) -> None:
+        """Takes the lock of each projection not led here whose pause is over, when it is time to look."""
+        now = time.monotonic()
+        if now < self._look_at or len(self._lanes) == len(self.specs):
+            return
+        self._look_at = now + self.retry_seconds
+        for spec in self.specs:
+            standing = self.standing[spec.name]
+            if spec.name in self._lanes:
+                continue
+            if standing.retry_at > now:
+                self._look_at = min(self._look_at, standing.retry_at)
+            elif try_lock(connection, spec.lock_key()):
+                self._lead(spec, connection)
+        if len(self._lanes) == len(self.specs):
+            self.running.set()
+
+    def _lead(self, spec: ProjectionSpec, connection: psycopg.Connection[Any]) -> None:
+        try:
+            lane = Lane(spec, open_view(self.url, spec, connection=connection))
+        except Exception as error:
+            self._failed(spec, error, connection)
+            return
+        self._lanes[spec.name] = lane
+        self._uncleared.add(spec.name)
+        log.info("projection %s running from position %d", spec.name, lane.position)
+
+    def _settle(self, connection: psycopg.Connection[Any], lanes: Sequence[Lane]) -> None:
+        """After a round: a lane that failed is let go; the others' failures in a row are over."""
+        for lane in lanes:
+            name = lane.spec.name
+            if lane.failure is not None:
+                self._failed(lane.spec, lane.failure, connection)
+                continue
+            self.standing[name].failures = 0
+            if name in self._uncleared:
+                status.clear_failure(connection, name)
+                self._uncleared.discard(name)
+
+    def _failed(self, spec: ProjectionSpec, error: Exception, connection: psycopg.Connection[Any]) -> None:
+        """Records the failure while the projection's lock is held (a successor's success is not
+        overwritten), then lets the projection go until its pause is over."""
+        standing = self.standing[spec.name]
+        standing.failures += 1
+        standing.retry_at = time.monotonic() + self.pause(standing.failures)
+        self._look_at = min(self._look_at, standing.retry_at)
+        log.error(
+            "projection %s failed (%d in a row); restarting in %.0f s",
+            spec.name,
+            standing.failures,
+            self.pause(standing.failures),
+            exc_info=error,
+        )
+        self._record(spec, error)
+        self._let_go(spec, connection)
+
+    def _let_go(self, spec: ProjectionSpec, connection: psycopg.Connection[Any]) -> None:
+        """Stops running the projection here and releases its lock."""
+        lane = self._lanes.pop(spec.name, None)
+        self._uncleared.discard(spec.name)
+        self.running.clear()
+        if lane is not None:
+            lane.view.datastore.close()
+        unlock(connection, spec.lock_key())
+
+    def _record(self, spec: ProjectionSpec, error: Exception) -> None:
+        notification_id = error.notification_id if isinstance(error, ProjectionFailed) else None
+        message = str(error) if isinstance(error, ProjectionFailed) else f"{type(error).__name__}: {error}"
+        try:
+            status.record_failure(self.url, spec.name, message, notification_id)
+        except Exception:
+            log.exception("could not record the failure of projection %s", spec.name)
+
+
+def event_log(url: str, connection: psycopg.Connection[Any]) -> LedgerLog:
+    """The event log, read on `connection` (its table created there if missing): a worker opens no other."""
+    env = {
+        **eventsourcing_env(url, EVENTS_SCHEMA),
+        **pool_settings(1, CONNECTION_NAME, timeouts=PROJECTION_TIMEOUTS),
+        "CREATE_TABLE": "no",
+    }
+    log_app = LedgerLog(env=env)
+    lend(connection, log_app.recorder.datastore)
+    log_app.recorder.create_table()
+    return log_app
+
+
+def apply_together(
+    connection: psycopg.Connection[Any],
+    lanes: Sequence[Lane],
+    notifications: Sequence[Notification],
+    decode: Decode,
+) -> None:
+    """Applies a page to every lane in ONE transaction on `connection` (lent to every lane's view), each
+    lane's rows with its position; each lane's writes are sent as soon as its events are computed, and its
+    position checked at the end. If anything fails, each lane applies the page alone (`apply_alone`): a
+    lane that cannot apply an event stops there (`Lane.failure`) and the others' pages commit."""
+    pages = [(lane, page) for lane in lanes if (page := lane.unapplied(notifications))]
+    try:
+        with connection.pipeline(), connection.transaction(), contextlib.ExitStack() as batches:
+            for lane, page in pages:
+                batches.enter_context(lane.view.batch(page, joined=True))
+                for notification in page:
+                    lane.process(notification, decode)
+            for lane, _ in pages:  # after every lane's reads: none of them waits for another's writes
+                lane.view.end_batch()
+    except Exception:
+        for lane, page in pages:
+            apply_alone(lane, page, decode, None)
+        return
+    for lane, page in pages:
+        lane.position = page[-1].id
+
+
+def stop_all(workers: Iterable[ProjectionWorker]) -> None:
+    """Stops every worker, all at once: each waits out its own notification wait, side by side."""
+    workers = list(workers)
+    for worker in workers:
+        worker.stop_soon()
+    for worker in workers:
+        worker.stop()

@@ -1,0 +1,118 @@
+"""A process's live projections run in one pass on one connection (`projections.live`): every projection it
+leads reaches the head of the log, a projection that cannot apply an event stops alone while the others go
+on past it, and two workers share the projections, one lock each, the survivor taking over the other's."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from projections import status
+from projections.catalog import PROJECTIONS
+from projections.live import CONNECTION_NAME, ProjectionWorker
+from tests.projections.audit_support import Flows, new_ledger, own_database, query
+from tests.projections.stall_support import insert_unappliable_event
+
+NAMES = [spec.name for spec in PROJECTIONS]
+
+
+def eventually(condition: Callable[[], object], seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail("condition not met in time")
+        time.sleep(0.05)
+
+
+def positions(url: str) -> dict[str, int]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return status.positions(conn, NAMES)
+
+
+def head_of(url: str) -> int:
+    return query(url, "SELECT max(notification_id) AS n FROM ledger.ledger_events")[0]["n"]
+
+
+def failures(url: str) -> dict[str, status.Failure]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return status.failures(conn)
+
+
+def connections_named(url: str, name: str) -> int:
+    rows = query(
+        url,
+        "SELECT count(*) AS n FROM pg_stat_activity"
+        " WHERE datname = current_database() AND application_name = %s",
+        f"broker-ledger {name}",
+    )
+    return rows[0]["n"]
+
+
+def lives(url: str, prefix: str, count: int = 1) -> None:
+    ledger = new_ledger(url)
+    try:
+        Flows(ledger, prefix=prefix).lives(count)
+    finally:
+        ledger.close()
+
+
+@pytest.fixture
+def traded(database_url: str) -> Iterator[str]:
+    """A database with two customers' whole lives in its log, no projection run yet."""
+    with own_database(database_url) as url:
+        lives(url, "a", 2)
+        yield url
+
+
+@pytest.fixture
+def worker(traded: str) -> Iterator[ProjectionWorker]:
+    running = ProjectionWorker(traded, PROJECTIONS, retry_seconds=0.1)
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_a_worker_runs_every_projection_to_the_head_on_one_connection(traded, worker):
+    assert worker.running.wait(15), "the worker did not take every projection"
+    eventually(lambda: set(positions(traded).values()) == {head_of(traded)})
+    lives(traded, "b")  # written while it runs: NOTIFY wakes it
+    eventually(lambda: set(positions(traded).values()) == {head_of(traded)})
+    assert connections_named(traded, CONNECTION_NAME) == 1
+    assert connections_named(traded, "projection ReadModels") == 0
+
+
+def test_the_other_projections_go_on_past_the_event_some_of_them_cannot_apply(traded, worker):
+    assert worker.running.wait(15)
+    bad = insert_unappliable_event(traded)  # a commit of no known transaction: only AuditChain can apply it
+    lives(traded, "b")
+    stopped = {"ReadModels", "Postings", "CallbackOutbox"}
+    eventually(lambda: stopped <= set(failures(traded)))
+    eventually(lambda: positions(traded)["AuditChain"] == head_of(traded))
+    assert set(failures(traded)) == stopped
+    for name in stopped:  # stopped at the event, retried, never skipped
+        assert positions(traded)[name] == bad - 1
+        assert failures(traded)[name].notification_id == bad
+
+
+def test_two_workers_share_the_projections_and_the_survivor_takes_the_others_over(traded):
+    first = ProjectionWorker(traded, PROJECTIONS, retry_seconds=0.1)
+    second = ProjectionWorker(traded, PROJECTIONS, retry_seconds=0.1)
+    first.start()
+    try:
+        assert first.running.wait(15)
+        second.start()
+        time.sleep(0.5)  # several looks at the locks: all are the first's
+        assert not second.running.is_set()
+        assert connections_named(traded, CONNECTION_NAME) == 2
+        first.stop()
+        assert second.running.wait(15), "the second worker did not take the projections over"
+        lives(traded, "b")
+        eventually(lambda: set(positions(traded).values()) == {head_of(traded)})
+    finally:
+        first.stop()
+        second.stop()
