@@ -16,10 +16,12 @@ with each failure in a row (at most `MAX_RETRY_SECONDS`), from its position: it 
 Once it applies events again, the record is deleted. A lost connection fails every projection led; the
 worker connects again after a pause.
 
-A trickle of writes would make every NOTIFY a page of one or two events (a transaction per round). A worker
-that had to wait for the NOTIFY (`IDLE_WAIT_SECONDS` or more) after a round of fewer than `SMALL_ROUND`
-events waits `LINGER_SECONDS` more, so that the page gathers what is stored meanwhile. A busy worker (a
-NOTIFY was waiting for it, or its round was larger) reads at once, so lingering never lets it fall behind.
+A steady trickle of writes would make every NOTIFY a round of one or two buys, each paying a round's fixed
+cost (a read of the log, a transaction, a statement or two per projection): the NOTIFY of the next commit
+is often there before a round ends, so waiting for it does not space the rounds. So after a round of fewer
+than `SMALL_ROUND` events, the next starts no sooner than `ROUND_SECONDS` after it started, and gathers what
+was stored meanwhile. A write after a quiet spell is read at once (the last round started long before), and
+a busy worker (rounds of `SMALL_ROUND` events or more) reads at once, so the pacing never lets it fall behind.
 """
 
 from __future__ import annotations
@@ -47,8 +49,7 @@ from projections.runner import PAGE, Decode, ProjectionFailed, ProjectionSpec, o
 log = logging.getLogger("broker_ledger.projections")
 NOTIFY_WAIT_SECONDS = 0.5
 SMALL_ROUND = 32
-IDLE_WAIT_SECONDS = 0.002
-LINGER_SECONDS = 0.01
+ROUND_SECONDS = 0.01
 MAX_RETRY_SECONDS = 30.0  # a failing projection is retried after 2, 4, 8, ... s, at most this long
 PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections
 CONNECTION_NAME = "projections"  # `broker-ledger projections` in pg_stat_activity
@@ -140,7 +141,8 @@ class ProjectionWorker:
             if not self._lanes:
                 self._stopped.wait(max(self._look_at - time.monotonic(), 0))
                 continue
-            self._wait(connection, self._rounds(connection, log_app))
+            started = time.monotonic()
+            self._wait(connection, self._rounds(connection, log_app), started)
 
     def _rounds(self, connection: psycopg.Connection[Any], log_app: LedgerLog) -> int:
         """Applies the new events to every projection led, a page per round; returns how many it read."""
@@ -157,15 +159,16 @@ class ProjectionWorker:
                 break
         return read
 
-    def _wait(self, connection: psycopg.Connection[Any], read: int) -> None:
-        """Waits for a NOTIFY (lingering after a small round, see above); the next round reads whatever
-        the notifications drained here told of: a commit after them sends a NOTIFY of its own."""
-        waited_from = time.monotonic()
-        timeout = min(NOTIFY_WAIT_SECONDS, max(self._look_at - waited_from, 0.0))
+    def _wait(self, connection: psycopg.Connection[Any], read: int, started: float) -> None:
+        """Waits for a NOTIFY, then, after a small round (`read` events) that `started` then, until
+        `ROUND_SECONDS` after it (see above); the next round reads whatever the notifications drained here
+        told of: a commit after them sends a NOTIFY of its own."""
+        timeout = NOTIFY_WAIT_SECONDS
+        if len(self._lanes) < len(self.specs):  # not past the next look at the others' locks
+            timeout = min(timeout, max(self._look_at - time.monotonic(), 0.0))
         notified = any(True for _ in connection.notifies(timeout=timeout, stop_after=1))
-        idle = time.monotonic() - waited_from >= IDLE_WAIT_SECONDS
-        if notified and idle and read < SMALL_ROUND:
-            self._stopped.wait(LINGER_SECONDS)
+        if notified and read < SMALL_ROUND:
+            self._stopped.wait(max(started + ROUND_SECONDS - time.monotonic(), 0.0))
         for _ in connection.notifies(timeout=0):
             pass
 

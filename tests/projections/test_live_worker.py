@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
-from projections import status
+from projections import live, status
 from projections.catalog import PROJECTIONS
-from projections.live import CONNECTION_NAME, ProjectionWorker
+from projections.live import CONNECTION_NAME, NOTIFY_WAIT_SECONDS, ProjectionWorker
+from projections.rebuild import read_page
 from tests.projections.audit_support import Flows, new_ledger, own_database, query
 from tests.projections.stall_support import insert_unappliable_event
 
@@ -84,6 +85,22 @@ def test_a_worker_runs_every_projection_to_the_head_on_one_connection(traded, wo
     eventually(lambda: set(positions(traded).values()) == {head_of(traded)})
     assert connections_named(traded, CONNECTION_NAME) == 1
     assert connections_named(traded, "projection ReadModels") == 0
+
+
+def test_an_idle_worker_reads_the_log_only_when_notified_or_every_half_second(traded, monkeypatch):
+    pages_read = []
+    monkeypatch.setattr(live, "read_page", lambda *args: pages_read.append(args) or read_page(*args))
+    worker = ProjectionWorker(traded, PROJECTIONS, retry_seconds=0.1)
+    worker.start()
+    try:
+        assert worker.running.wait(15)
+        eventually(lambda: set(positions(traded).values()) == {head_of(traded)})
+        time.sleep(0.3)  # well past the look at the locks: every projection is this worker's
+        before = len(pages_read)
+        time.sleep(2)
+        assert len(pages_read) - before <= 2 / NOTIFY_WAIT_SECONDS + 1
+    finally:
+        worker.stop()
 
 
 def test_the_other_projections_go_on_past_the_event_some_of_them_cannot_apply(traded, worker):
