@@ -202,13 +202,16 @@ class ReadModels(ReadModel):
         self.at_batch_end(curs, "daily_volumes", partial(self._write_volumes, changes))
 
     def _write_volumes(self, changes: dict[tuple[Any, ...], tuple[Any, ...]], curs: Cursor[DictRow]) -> None:
-        """Adds the summed changes to their days' rows, then drops the rows no transaction counts in."""
+        """Adds the summed changes to their days' rows, then drops the rows no transaction counts in: only
+        a change that counts no more transactions than before (its count is 0 or less) can leave a row at 0,
+        so a page that only adds transactions deletes nothing."""
         rows = [(*key, *change) for key, change in changes.items() if any(change)]
         if not rows:
             return
         curs.execute(self.statement(("add volumes",), self._add_volumes), as_json(rows))
-        keys = as_json([row[: len(VOLUME_KEY) + 1] for row in rows])
-        curs.execute(self.statement(("empty volumes",), self._empty_volumes), keys)
+        emptied = [key for key, change in changes.items() if any(change) and change[0] <= 0]
+        if emptied:
+            curs.execute(self.statement(("empty volumes",), self._empty_volumes), as_json(emptied))
 
     def _add_volumes(self) -> Composed:
         names = (*VOLUME_KEY, "day", "count", *VOLUME_SUMS)
