@@ -17,7 +17,9 @@ What it does, in order:
    the projections run inside the server, as they do by default.
 2. Takes a token the OAuth2 way (POST /connect/token with the secret generated into var/) and registers
    --customers customers (ACTIVE, trust level Bench) with a BTC account each, over HTTP, concurrently.
-3. For each connection count (after a CHECKPOINT, so that no run pays for the writes before it), runs wrk
+   Then buys for 3 s (not measured), so that the tables buys write hold rows when they are analyzed.
+3. For each connection count (after a VACUUM (ANALYZE), as autovacuum keeps a store in service, and a
+   CHECKPOINT, so that no run pays for the writes before it), runs wrk
    (one thread, bench/wrk_buy.lua) for --seconds: POST /brokerbuy
    without "stage" (the buy is committed at once, status Sending) of 20 EUR, cycling over the customers,
    each request with a unique Idempotency-Key. Created buys/s = 2xx responses / wrk's duration; cross-
@@ -71,9 +73,9 @@ from bench.load_support import (
     VENV_BIN,
     Process,
     WrkResult,
+    as_in_service,
     bench_settings,
     broker_token,
-    checkpoint,
     create_customers,
     drop_database,
     free_port,
@@ -89,6 +91,7 @@ from projections.catalog import PROJECTIONS
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 CUSTOMER_PREFIX = "bench-"
 FIAT_VALUE = "20"
+WARM_UP_SECONDS = 3
 COUNT_BUYS = "SELECT count(*) FROM ledger.ledger_events WHERE topic = 'domain.transaction:Transaction.Staged'"
 COUNT_READ_ROWS = "SELECT count(*) FROM read.transactions"
 COUNT_EVENTS = "SELECT count(*) FROM ledger.ledger_events"
@@ -176,6 +179,7 @@ def measure_ledger(
         results.setup_seconds = time.perf_counter() - begun
         results.record_incidents("start and setup", server.incidents())
         tables = tracking_tables(url, len(PROJECTIONS))
+        warm_up(server, token, args)
         for connections in args.connections:
             results.runs.append(load_run(server, url, token, tables, connections, args, cpu_parts))
             results.record_incidents(f"run at {connections} connections", server.incidents())
@@ -221,7 +225,7 @@ def load_run(
     cpu_parts: dict[str, Callable[[], list[int]]],
 ) -> LoadRun:
     settle(url, tables)
-    checkpoint(url)
+    as_in_service(url)
     buys_before, rows_before = scalar(url, COUNT_BUYS), scalar(url, COUNT_READ_ROWS)
     note(f"wrk: POST /brokerbuy, {connections} connections, {args.seconds} s")
     sampler = LagSampler(url, tables).start()
@@ -244,6 +248,16 @@ def load_run(
     )
 
 
+def warm_up(server: Process, token: str, args: argparse.Namespace) -> None:
+    """Buys for a few seconds, not measured: the tables a buy writes (transactions, postings, keys...) hold
+    rows when they are analyzed before the first run, as on a store in service (analyzed empty, their
+    statements are planned as sequential scans, and stay so while the run fills them)."""
+    seconds, connections = min(WARM_UP_SECONDS, args.seconds), max(args.connections)
+    note(f"warm-up: POST /brokerbuy, {connections} connections, {seconds} s (not measured)")
+    script_args = [CUSTOMER_PREFIX, str(args.customers), f"warm-{os.getpid()}", FIAT_VALUE, CUSTOMER_ADDRESS]
+    run_wrk(f"{server.base_url}/brokerbuy", token, seconds, connections, script_args)
+
+
 def settle(url: str, tables: list[str]) -> None:
     """Waits until the projections have processed the setup (or the previous run), so that each run's lag
     is measured from a projection that is up to date."""
@@ -259,7 +273,7 @@ def settle(url: str, tables: list[str]) -> None:
 
 def measure_rebuild(url: str, settings: Path, env: dict[str, str], results: Results) -> None:
     """Times `broker-ledger projections rebuild` (the server is stopped, so no projection is running)."""
-    checkpoint(url)
+    as_in_service(url)
     results.rebuild_events = scalar(url, COUNT_EVENTS)
     rows_before = scalar(url, COUNT_READ_ROWS)
     note(f"broker-ledger projections rebuild over {results.rebuild_events} events")
@@ -304,7 +318,7 @@ def measure_floor(args: argparse.Namespace, url: str, directory: Path) -> list[F
         runs = []
         for connections in args.connections:
             note(f"wrk: floor, {connections} connections, {args.seconds} s")
-            checkpoint(url)
+            as_in_service(url)
             stored_before = scalar(url, COUNT_FLOOR_EVENTS)
             cpu = CpuMeter({"floor workers": floor.worker_pids}).start()
             script_args = [CUSTOMER_PREFIX, str(args.customers), f"floor-c{connections}", FIAT_VALUE]

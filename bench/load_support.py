@@ -65,6 +65,16 @@ def checkpoint(url: str) -> None:
         conn.execute("CHECKPOINT")
 
 
+def as_in_service(url: str) -> None:
+    """VACUUM (ANALYZE) and CHECKPOINT: the database's planner statistics as autovacuum keeps them on a
+    store in service (this machine's PostgreSQL runs with autovacuum off: without statistics, statements
+    by primary key on tables that grew during set-up or an earlier run are planned as sequential scans),
+    and no dirty buffers left for the next run to write."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE)")
+    checkpoint(url)
+
+
 def scalar(url: str, query: str) -> Any:
     with psycopg.connect(url, autocommit=True) as conn:
         return conn.execute(query).fetchone()[0]
