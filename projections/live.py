@@ -49,7 +49,7 @@ from projections.runner import PAGE, Decode, ProjectionFailed, ProjectionSpec, o
 log = logging.getLogger("broker_ledger.projections")
 NOTIFY_WAIT_SECONDS = 0.5
 SMALL_ROUND = 32
-ROUND_SECONDS = 0.01
+ROUND_SECONDS = 0.02
 MAX_RETRY_SECONDS = 30.0  # a failing projection is retried after 2, 4, 8, ... s, at most this long
 PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections
 CONNECTION_NAME = "projections"  # `broker-ledger projections` in pg_stat_activity
