@@ -12,7 +12,7 @@ import pytest
 
 from projections import live, status
 from projections.catalog import PROJECTIONS
-from projections.live import CONNECTION_NAME, NOTIFY_WAIT_SECONDS, ProjectionWorker
+from projections.live import CONNECTION_NAME, NOTIFY_WAIT_SECONDS, ROUND_SECONDS, ProjectionWorker
 from projections.rebuild import read_page
 from tests.projections.audit_support import Flows, new_ledger, own_database, query
 from tests.projections.stall_support import insert_unappliable_event
@@ -100,6 +100,27 @@ def test_an_idle_worker_reads_the_log_only_when_notified_or_every_half_second(tr
         time.sleep(2)
         assert len(pages_read) - before <= 2 / NOTIFY_WAIT_SECONDS + 1
     finally:
+        worker.stop()
+
+
+def test_under_a_trickle_of_writes_a_round_starts_at_most_every_round_seconds(traded, monkeypatch):
+    pages_read = []
+    monkeypatch.setattr(live, "read_page", lambda *args: pages_read.append(args) or read_page(*args))
+    worker = ProjectionWorker(traded, PROJECTIONS, retry_seconds=0.1)
+    worker.start()
+    ledger = new_ledger(traded)
+    try:
+        assert worker.running.wait(15)
+        eventually(lambda: set(positions(traded).values()) == {head_of(traded)})
+        before, started = len(pages_read), time.monotonic()
+        for number in range(100):  # a commit (and its NOTIFY) every few ms: about 100 in a second
+            ledger.register_customer("demo", f"trickle-{number}", "Basic")
+            time.sleep(0.005)
+        rounds, seconds = len(pages_read) - before, time.monotonic() - started
+        assert rounds <= seconds / ROUND_SECONDS + 3, f"{rounds} rounds in {seconds:.2f} s"
+        eventually(lambda: set(positions(traded).values()) == {head_of(traded)})
+    finally:
+        ledger.close()
         worker.stop()
 
 
