@@ -7,17 +7,17 @@ Run:
     .venv/bin/python bench/projection_rounds.py [--events 6000] [--pages 4,12,50,500]
                                                 [--database-url postgresql://postgres@127.0.0.1:5432/postgres]
 
-It fills a fresh database with the workload of bench/rebuild.py (`fill_store`), then for each page size
-replays the whole log into fresh schemas twice: each projection alone (`runner.replay`, a page per
-transaction on its own connection), then all together (`live.ProjectionWorker`'s round: `rebuild.read_page`,
-`live.apply_together`). It prints, per event, this process's CPU, the CPU of the PostgreSQL backend(s)
-doing the work (from /proc), and wall time. The machine is shared: the CPU figures move far less than wall.
+It fills a fresh database (`bench_load_<random>`, dropped at the end) with the workload of bench/rebuild.py
+(`fill_store`), then for each page size replays the whole log into fresh schemas twice: each projection
+alone (`runner.replay`, a page per transaction on its own connection), then all together
+(`live.ProjectionWorker`'s round: `rebuild.read_page`, `live.apply_together`). It prints, per event, this
+process's CPU, the CPU of the PostgreSQL backend(s) doing the work (from /proc), and wall time. The machine
+is shared: the CPU figures move far less than wall.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -25,14 +25,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from application.store.database import with_database  # noqa: E402
 from bench.cpu import process_seconds  # noqa: E402
+from bench.load_support import drop_database, fresh_database  # noqa: E402
 from bench.rebuild import DEFAULT_DATABASE_URL, fill_store, note  # noqa: E402
 from projections.catalog import PROJECTIONS  # noqa: E402
 from projections.connection import connect  # noqa: E402
@@ -107,10 +106,7 @@ def all_together(url: str, events: int, page: int) -> None:
 
 def main() -> None:
     args = parse_args()
-    database = f"bench_rounds_{os.urandom(4).hex()}"
-    with psycopg.connect(args.database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-    url = with_database(args.database_url, database)
+    database, url = fresh_database(args.database_url)
     try:
         note(f"database {database}: writing {args.events} events through the ledger")
         events = fill_store(url, args.events)
@@ -118,8 +114,7 @@ def main() -> None:
             each_alone(url, events, page)
             all_together(url, events, page)
     finally:
-        with psycopg.connect(args.database_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+        drop_database(args.database_url, database)
 
 
 if __name__ == "__main__":

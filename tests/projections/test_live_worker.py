@@ -5,7 +5,7 @@ on past it, and two workers share the projections, one lock each, the survivor t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -15,31 +15,14 @@ from projections.catalog import PROJECTIONS
 from projections.live import CONNECTION_NAME, NOTIFY_WAIT_SECONDS, ROUND_SECONDS, ProjectionWorker
 from projections.rebuild import read_page
 from tests.projections.audit_support import Flows, new_ledger, own_database, query
-from tests.projections.stall_support import insert_unappliable_event
+from tests.projections.stall_support import eventually, failures, head_of, insert_unappliable_event
 
 NAMES = [spec.name for spec in PROJECTIONS]
-
-
-def eventually(condition: Callable[[], object], seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not met in time")
-        time.sleep(0.05)
 
 
 def positions(url: str) -> dict[str, int]:
     with psycopg.connect(url, autocommit=True) as conn:
         return status.positions(conn, NAMES)
-
-
-def head_of(url: str) -> int:
-    return query(url, "SELECT max(notification_id) AS n FROM ledger.ledger_events")[0]["n"]
-
-
-def failures(url: str) -> dict[str, status.Failure]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        return status.failures(conn)
 
 
 def connections_named(url: str, name: str) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,7 +24,7 @@ from projections.live import MAX_RETRY_SECONDS, ProjectionWorker
 from projections.read_models import ReadModelsProjection
 from projections.runner import handles
 from tests.projections.audit_support import Flows, catch_up, new_ledger, own_database, query
-from tests.projections.stall_support import insert_unappliable_event, log_app
+from tests.projections.stall_support import eventually, failures, head_of, insert_unappliable_event, log_app
 
 NAMES = [spec.name for spec in PROJECTIONS]
 
@@ -35,26 +35,9 @@ def run(*argv: str) -> int:
     return exit_.value.code
 
 
-def head_of(url: str) -> int:
-    return query(url, "SELECT max(notification_id) AS n FROM ledger.ledger_events")[0]["n"]
-
-
-def failures(url: str) -> dict[str, status.Failure]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        return status.failures(conn)
-
-
 def position(url: str, name: str = "ReadModels") -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         return status.positions(conn, [name])[name]
-
-
-def eventually(condition: Callable[[], object], seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not met in time")
-        time.sleep(0.05)
 
 
 @dataclass
