@@ -10,7 +10,7 @@ Run:
 It fills a fresh database (`bench_load_<random>`, dropped at the end) with the workload of bench/rebuild.py
 (`fill_store`), then for each page size replays the whole log into fresh schemas twice: each projection
 alone (`runner.replay`, a page per transaction on its own connection), then all together
-(`live.ProjectionWorker`'s round: `rebuild.read_page`, `live.apply_together`). It prints, per event, this
+(`live.ProjectionWorker`'s round: `lanes.read_page`, `live.apply_together`). It prints, per event, this
 process's CPU, the CPU of the PostgreSQL backend(s) doing the work (from /proc), and wall time. The machine
 is shared: the CPU figures move far less than wall.
 """
@@ -35,8 +35,8 @@ from bench.load_support import drop_database, fresh_database  # noqa: E402
 from bench.rebuild import DEFAULT_DATABASE_URL, fill_store, note  # noqa: E402
 from projections.catalog import PROJECTIONS  # noqa: E402
 from projections.connection import connect  # noqa: E402
+from projections.lanes import Lane, PageDecoder, read_page  # noqa: E402
 from projections.live import apply_together, event_log  # noqa: E402
-from projections.rebuild import Lane, PageDecoder, read_page  # noqa: E402
 from projections.runner import open_view, replay  # noqa: E402
 
 

@@ -18,8 +18,9 @@ from application.store.log import EVENTS_SCHEMA, LedgerLog
 from interface.cli import event_store_url
 from projections import status as projection_status
 from projections.catalog import PROJECTIONS, by_name
+from projections.lanes import Lane
 from projections.live import ProjectionWorker, stop_all
-from projections.rebuild import Lane, rebuilding, replay_all
+from projections.rebuild import rebuilding, replay_all
 from projections.runner import ProjectionSpec, exclusive
 
 app = App(name="projections", help="Run, inspect and rebuild the read models.")

@@ -6,10 +6,10 @@ advisory lock. Every `retry_seconds` a worker tries the locks of those it does n
 projection that stops elsewhere.
 
 Woken by the event store's NOTIFY (or every `NOTIFY_WAIT_SECONDS`, should one be missed), a round reads the
-new page of the log once, decodes each event at most once (`rebuild.PageDecoder`), and hands it to every
+new page of the log once, decodes each event at most once (`lanes.PageDecoder`), and hands it to every
 projection led: their rows and their positions are written in ONE transaction, in pipeline mode, on the
 shared connection (`apply_together`). If the round fails, each projection applies the page alone
-(`rebuild.apply_alone`: a transaction of its own, then event by event), so the others' pages commit and
+(`lanes.apply_alone`: a transaction of its own, then event by event), so the others' pages commit and
 the failing event is named. The projection that failed is recorded in `read.projection_status`
 (`projections.status`) while its lock is still held, let go, and taken again after a pause that doubles
 with each failure in a row (at most `MAX_RETRY_SECONDS`), from its position: it never skips the event.
@@ -43,7 +43,7 @@ from application.store.database import PROJECTION_TIMEOUTS, eventsourcing_env, p
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections import status
 from projections.connection import connect, lend, try_lock, unlock
-from projections.rebuild import Lane, PageDecoder, apply_alone, read_page
+from projections.lanes import Lane, PageDecoder, apply_alone, read_page
 from projections.runner import PAGE, Decode, ProjectionFailed, ProjectionSpec, open_view
 
 log = logging.getLogger("broker_ledger.projections")

@@ -20,61 +20,18 @@ import contextlib
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from eventsourcing.persistence import Notification
-from eventsourcing.projection import Projection
-from psycopg.rows import tuple_row
-from psycopg.sql import SQL, Identifier
 
 from application.store.log import LedgerLog
 from projections.connection import locked
-from projections.postgres import ReadModel
-from projections.runner import Decode, ProjectionFailed, ProjectionSpec, apply_page, open_view, processor
+from projections.lanes import Lane, PageDecoder, Progress, apply_alone, moved, read_page
+from projections.runner import Decode, ProjectionSpec, open_view
 
-SELECT_PAGE = SQL(
-    "SELECT originator_id, originator_version, topic, state, notification_id FROM {}"
-    " WHERE notification_id >= %(start)s{} ORDER BY notification_id LIMIT %(limit)s"
-)
 GC_ALLOCATIONS = 100_000  # see `fewer_collections`
 REBUILD_PAGE = 5000  # events read and written per transaction by a rebuild (a live page: `runner.PAGE`)
-Progress = Callable[[str, int], None]  # (projection name, events applied)
-
-
-@dataclass
-class Lane:
-    """One projection in a pass: its view, its position, and the failure that stopped it, if any."""
-
-    spec: ProjectionSpec
-    view: ReadModel
-    projection: Projection[Any] = field(init=False)
-    process: Callable[[Notification, Decode], None] = field(init=False)  # see `runner.processor`
-    position: int = field(init=False)
-    failure: ProjectionFailed | None = None
-
-    def __post_init__(self) -> None:
-        self.projection = self.spec.projection_class(view=self.view)
-        self.process = processor(self.projection)
-        self.position = self.view.position()
-
-    def unapplied(self, notifications: Sequence[Notification]) -> list[Notification]:
-        return [n for n in notifications if n.id > self.position]
-
-
-class PageDecoder:
-    """Decodes each stored event of a page at most once, whatever the number of projections asking."""
-
-    def __init__(self, decode: Decode) -> None:
-        self._decode = decode
-        self._events: dict[int, Any] = {}
-
-    def __call__(self, notification: Notification) -> Any:
-        event = self._events.get(notification.id)
-        if event is None:
-            event = self._events[notification.id] = self._decode(notification)
-        return event
 
 
 def replay_all(
@@ -116,22 +73,6 @@ def fewer_collections(allocations: int = GC_ALLOCATIONS) -> Iterator[None]:
         gc.set_threshold(*threshold)
 
 
-def read_page(log_app: LedgerLog, start: int, limit: int, stop: int | None) -> list[Notification]:
-    """The stored events from notification id `start` on (up to `stop`), at most `limit`: eventsourcing's
-    `select_notifications`, with rows read as tuples (a page of a rebuild is thousands of rows)."""
-    recorder = log_app.recorder
-    table = Identifier(recorder.datastore.schema, recorder.events_table_name)
-    statement = SELECT_PAGE.format(
-        table, SQL("") if stop is None else SQL(" AND notification_id <= %(stop)s")
-    )
-    with recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
-        rows = curs.execute(statement, {"start": start, "stop": stop, "limit": limit}).fetchall()
-    return [
-        Notification(originator_id, version, topic, bytes(state), id_)
-        for originator_id, version, topic, state, id_ in rows
-    ]
-
-
 def apply_to_all(
     lanes: Sequence[Lane],
     notifications: Sequence[Notification],
@@ -165,27 +106,11 @@ def _on_commit(
 ) -> Callable[..., bool]:
     def ended(error_type: type[BaseException] | None, *_: Any) -> bool:
         if error_type is None:
-            _moved(lane, page, progress)
+            moved(lane, page, progress)
             committed.append(lane)
         return False  # an error goes on to the other lanes' batches, which roll back
 
     return ended
-
-
-def apply_alone(lane: Lane, page: Sequence[Notification], decode: Decode, progress: Progress | None) -> None:
-    try:
-        apply_page(lane.spec, lane.projection, lane.view, page, decode)
-    except ProjectionFailed as failure:
-        lane.failure = failure
-        lane.position = lane.view.position()
-        return
-    _moved(lane, page, progress)
-
-
-def _moved(lane: Lane, page: Sequence[Notification], progress: Progress | None) -> None:
-    lane.position = page[-1].id
-    if progress is not None:
-        progress(lane.spec.name, len(page))
 
 
 @contextlib.contextmanager

@@ -12,8 +12,8 @@ import pytest
 
 from projections import live, status
 from projections.catalog import PROJECTIONS
+from projections.lanes import read_page
 from projections.live import CONNECTION_NAME, NOTIFY_WAIT_SECONDS, ROUND_SECONDS, ProjectionWorker
-from projections.rebuild import read_page
 from tests.projections.audit_support import Flows, new_ledger, own_database, query
 from tests.projections.stall_support import eventually, failures, head_of, insert_unappliable_event
 

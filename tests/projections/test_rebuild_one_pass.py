@@ -18,10 +18,11 @@ from psycopg.sql import SQL
 from application.ledger import Ledger
 from projections import rebuild
 from projections.catalog import PROJECTIONS, by_name
+from projections.lanes import Lane
 from projections.ledger_postings import Postings
 from projections.live import ProjectionWorker
 from projections.postgres import ReadModel
-from projections.rebuild import Lane, replay_all
+from projections.rebuild import replay_all
 from projections.runner import ProjectionFailed, apply_page, exclusive, open_view
 from tests.projections.scenario import Driver, populate
 from tests.projections.support import run_cli as run
