@@ -321,6 +321,28 @@ def sell_body(customer: Customer, **amounts: Any) -> dict[str, Any]:
     return {key: value for key, value in body.items() if value is not None}
 
 
+def deposit_report(
+    tx: dict[str, Any], confirmations: int, amount: Decimal | float | None = None, tx_id: str = ""
+) -> dict[str, Any]:
+    """A chain report of the deposit into sell `tx`'s address: by default its whole crypto amount, under
+    txId `dep-<code>`."""
+    return {
+        "cryptoCode": "BTC",
+        "address": tx["destinationCryptoAddress"],
+        "txId": tx_id or f"dep-{tx['transactionCode']}",
+        "cryptoAmount": tx["executedAmounts"]["cryptoAmount"] if amount is None else amount,
+        "confirmations": confirmations,
+    }
+
+
+def confirmed_sell(broker: Api, operator: Api, customer: Customer, tx_prefix: str) -> dict[str, Any]:
+    """A sell of 0.001 BTC from the customer's account, its deposit (txId `<tx_prefix>-<code>`) confirmed."""
+    body = {"accountCode": customer.account_code, "paymentMethodCode": "BANK_EUR_SELL", "cryptoAmount": 0.001}
+    sell = expect(broker.post_json("/sell/broker", body), 201)["transaction"]
+    deposit = deposit_report(sell, 6, tx_id=f"{tx_prefix}-{sell['transactionCode']}")
+    return expect(operator.post_json("/chain/deposits", deposit), 200)["transaction"]
+
+
 def open_limit_windows(api: Api, customer: Customer) -> None:
     """A small buy and a small sell, so that both directions of the customer's limits are in use before a
     test compares what is used before and after."""

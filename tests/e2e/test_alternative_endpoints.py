@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import Api, Connect, Customer, expect, expect_problem, limits_used
+from tests.e2e.support import Api, Connect, Customer, confirmed_sell, expect, expect_problem, limits_used
 
 
 def account_buy(customer: Customer, amount: Decimal | int = 100, **changes: Any) -> dict[str, Any]:
@@ -29,19 +29,6 @@ def awaiting_payment(broker: Api, customer: Customer, amount: int = 100) -> dict
 
 def execute(broker: Api, code: str, result: str) -> Any:
     return broker.post_json("/Transaction/execute", {"transactionCode": code, "resultCode": result})
-
-
-def confirmed_sell(broker: Api, operator: Api, customer: Customer) -> dict[str, Any]:
-    body = {"accountCode": customer.account_code, "paymentMethodCode": "BANK_EUR_SELL", "cryptoAmount": 0.001}
-    sell = expect(broker.post_json("/sell/broker", body), 201)["transaction"]
-    deposit = {
-        "cryptoCode": "BTC",
-        "address": sell["destinationCryptoAddress"],
-        "txId": f"alt-{sell['transactionCode']}",
-        "cryptoAmount": sell["executedAmounts"]["cryptoAmount"],
-        "confirmations": 6,
-    }
-    return expect(operator.post_json("/chain/deposits", deposit), 200)["transaction"]
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +113,7 @@ def test_an_account_sell_with_a_buy_payment_method_is_refused(broker: Api, custo
 def test_the_sell_status_update_moves_a_confirmed_sell_through_the_payout(
     broker: Api, operator: Api, operator_v11: Api, customer: Customer
 ) -> None:
-    sell = confirmed_sell(broker, operator, customer)
+    sell = confirmed_sell(broker, operator, customer, "alt")
     assert sell["status"] == "ToPayout"
     path = f"/transaction/{sell['transactionCode']}"
     confirming = expect(operator_v11.put_json(path, {"statusCode": "PayoutConfirming"}), 200)["transaction"]
@@ -138,7 +125,7 @@ def test_the_sell_status_update_moves_a_confirmed_sell_through_the_payout(
 def test_sell_completed_is_allowed_straight_from_to_payout(
     broker: Api, operator: Api, operator_v11: Api, customer: Customer
 ) -> None:
-    sell = confirmed_sell(broker, operator, customer)
+    sell = confirmed_sell(broker, operator, customer, "alt")
     path = f"/transaction/{sell['transactionCode']}"
     assert expect(operator_v11.put_json(path, {"statusCode": "SellCompleted"}), 200)["transaction"][
         "status"
@@ -158,7 +145,7 @@ def test_payout_confirming_is_refused_for_a_sell_not_yet_paid(
 def test_payout_confirming_is_refused_after_the_sell_completed(
     broker: Api, operator: Api, operator_v11: Api, customer: Customer
 ) -> None:
-    sell = confirmed_sell(broker, operator, customer)
+    sell = confirmed_sell(broker, operator, customer, "alt")
     path = f"/transaction/{sell['transactionCode']}"
     expect(operator_v11.put_json(path, {"statusCode": "SellCompleted"}), 200)
     expect_problem(
@@ -172,7 +159,7 @@ def test_payout_confirming_is_refused_after_the_sell_completed(
 def test_the_sell_status_update_answers_only_to_api_version_1_1(
     broker: Api, operator: Api, customer: Customer
 ) -> None:
-    sell = confirmed_sell(broker, operator, customer)
+    sell = confirmed_sell(broker, operator, customer, "alt")
     problem = expect_problem(
         operator.put_json(f"/transaction/{sell['transactionCode']}", {"statusCode": "SellCompleted"}),
         400,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from tests.e2e.support import Api, Connect, Customer, expect, expect_problem
+from tests.e2e.support import Api, Connect, Customer, confirmed_sell, expect, expect_problem
 
 
 def account_buy_body(customer: Customer, amount: str, **changes: object) -> bytes:
@@ -107,23 +107,10 @@ def test_an_account_buy_whose_currency_is_not_the_payment_methods_is_422(
     expect_problem(refused, 422, "payment_method_mismatch")
 
 
-def confirmed_sell(broker: Api, operator: Api, customer: Customer) -> dict:
-    body = {"accountCode": customer.account_code, "paymentMethodCode": "BANK_EUR_SELL", "cryptoAmount": 0.001}
-    sell = expect(broker.post_json("/sell/broker", body), 201)["transaction"]
-    deposit = {
-        "cryptoCode": "BTC",
-        "address": sell["destinationCryptoAddress"],
-        "txId": f"fidelity-{sell['transactionCode']}",
-        "cryptoAmount": sell["executedAmounts"]["cryptoAmount"],
-        "confirmations": 6,
-    }
-    return expect(operator.post_json("/chain/deposits", deposit), 200)["transaction"]
-
-
 def test_the_payouts_payment_reference_is_stored_on_the_transaction(
     broker: Api, operator: Api, customer: Customer
 ) -> None:
-    code = confirmed_sell(broker, operator, customer)["transactionCode"]
+    code = confirmed_sell(broker, operator, customer, "fidelity")["transactionCode"]
 
     confirming = operator.put_json(
         f"/transactions/custodian/{code}/payoutconfirming", {"paymentReference": "SEPA-4711"}

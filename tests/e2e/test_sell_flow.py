@@ -22,6 +22,7 @@ from tests.e2e.support import (
     SATOSHI,
     Api,
     Customer,
+    deposit_report,
     expect,
     expect_problem,
     is_number,
@@ -79,16 +80,6 @@ def check_sell_for_payout(tx: dict[str, Any], payout: Decimal) -> None:
     assert (crypto - SATOSHI) * price < needed <= crypto * price
 
 
-def deposit(tx: dict[str, Any], confirmations: int, amount: Decimal | None = None, tx_id: str = "") -> dict:
-    return {
-        "cryptoCode": "BTC",
-        "address": tx["destinationCryptoAddress"],
-        "txId": tx_id or f"dep-{tx['transactionCode']}",
-        "cryptoAmount": tx["executedAmounts"]["cryptoAmount"] if amount is None else amount,
-        "confirmations": confirmations,
-    }
-
-
 def create_sell(api: Api, customer: Customer, **amount: Any) -> dict[str, Any]:
     tx = expect(api.post_json("/paymentrequest/brokersell", sell_body(customer, **amount)), 201)[
         "transaction"
@@ -124,14 +115,14 @@ def test_a_sell_by_crypto_amount_goes_through_the_payout_flow(
     assert tx["validUntil"] is not None and tx["paymentReference"] == "sell-1"
     code = tx["transactionCode"]
 
-    confirming = report(operator, deposit(tx, REQUIRED - 1), "Confirming")
+    confirming = report(operator, deposit_report(tx, REQUIRED - 1), "Confirming")
     assert confirming["confirmations"] == REQUIRED - 1
     assert confirming["blockchainTransactionId"] == f"dep-{code}"
-    report(operator, deposit(tx, REQUIRED - 1), "Confirming")  # the same report again changes nothing
+    report(operator, deposit_report(tx, REQUIRED - 1), "Confirming")  # the same report again changes nothing
     expect_problem(
         operator.put_json(f"/transactions/custodian/{code}/payout"), 409, "invalid_state_transition"
     )
-    report(operator, deposit(tx, REQUIRED), "ToPayout")
+    report(operator, deposit_report(tx, REQUIRED), "ToPayout")
 
     payout = {"customerBankAccountId": str(uuid.uuid4()), "paymentReference": "payout-1"}
     confirming_payout = expect(
@@ -158,8 +149,8 @@ def test_a_sell_by_fiat_value_is_paid_out_straight_from_to_payout(
     check_sell_for_payout(tx, Decimal("250.00"))
     code = tx["transactionCode"]
 
-    report(operator, deposit(tx, 0), "Confirming")
-    report(operator, deposit(tx, REQUIRED + 3), "ToPayout")
+    report(operator, deposit_report(tx, 0), "Confirming")
+    report(operator, deposit_report(tx, REQUIRED + 3), "ToPayout")
     completed = expect(operator.put(f"/transactions/custodian/{code}/payout"), 200)["transaction"]
 
     assert completed["status"] == "COMPLETED"
@@ -270,11 +261,11 @@ def test_a_deposit_of_another_amount_blocks_the_sell(broker: Api, operator: Api,
     tx = create_sell(broker, customer, cryptoAmount=Decimal("0.001"))
     code = tx["transactionCode"]
 
-    blocked = report(operator, deposit(tx, REQUIRED, Decimal("0.0011")), "BLOCKED")
+    blocked = report(operator, deposit_report(tx, REQUIRED, Decimal("0.0011")), "BLOCKED")
 
     assert blocked["confirmations"] == REQUIRED
-    report(operator, deposit(tx, REQUIRED + 1, Decimal("0.0011")), "BLOCKED")  # blocked stays blocked
-    conflict = operator.post_json("/chain/deposits", deposit(tx, REQUIRED))  # same txId, other amount
+    report(operator, deposit_report(tx, REQUIRED + 1, Decimal("0.0011")), "BLOCKED")  # blocked stays blocked
+    conflict = operator.post_json("/chain/deposits", deposit_report(tx, REQUIRED))  # same txId, other amount
     expect_problem(conflict, 409, "chain_report_conflict")
     for action in ("payoutconfirming", "payout"):
         response = operator.put(f"/transactions/custodian/{code}/{action}")
@@ -309,10 +300,12 @@ def test_a_second_transfer_for_the_same_sell_is_a_conflict(
     broker: Api, operator: Api, customer: Customer
 ) -> None:
     tx = create_sell(broker, customer, cryptoAmount=Decimal("0.001"))
-    report(operator, deposit(tx, 1, tx_id="first"), "Confirming")
+    report(operator, deposit_report(tx, 1, tx_id="first"), "Confirming")
 
     expect_problem(
-        operator.post_json("/chain/deposits", deposit(tx, 1, tx_id="second")), 409, "chain_report_conflict"
+        operator.post_json("/chain/deposits", deposit_report(tx, 1, tx_id="second")),
+        409,
+        "chain_report_conflict",
     )
 
 
@@ -336,8 +329,8 @@ def test_a_deposit_report_of_a_non_positive_amount_is_refused(
 ) -> None:
     tx = create_sell(broker, customer, cryptoAmount=Decimal("0.001"))
 
-    expect_problem(operator.post_json("/chain/deposits", deposit(tx, REQUIRED, Decimal(amount))), 422)
-    report(operator, deposit(tx, REQUIRED, tx_id="the-real-payment"), "ToPayout")
+    expect_problem(operator.post_json("/chain/deposits", deposit_report(tx, REQUIRED, Decimal(amount))), 422)
+    report(operator, deposit_report(tx, REQUIRED, tx_id="the-real-payment"), "ToPayout")
 
 
 def test_partner_other_sells_but_the_demo_operator_cannot_touch_them(
@@ -350,7 +343,7 @@ def test_partner_other_sells_but_the_demo_operator_cannot_touch_them(
     code = tx["transactionCode"]
 
     expect_problem(
-        operator.post_json("/chain/deposits", deposit(tx, REQUIRED)), 404, "deposit_address_unknown"
+        operator.post_json("/chain/deposits", deposit_report(tx, REQUIRED)), 404, "deposit_address_unknown"
     )
     for action in ("payoutconfirming", "payout"):
         response = operator.put(f"/transactions/custodian/{code}/{action}")
@@ -372,8 +365,10 @@ def test_without_payouts_a_confirmed_sell_completes_and_payouts_are_refused(
     tx = create_sell(other_broker, seller, cryptoAmount=Decimal("0.001"))
     code = tx["transactionCode"]
 
-    report(other_operator, deposit(tx, REQUIRED - 1), "Confirming")
-    completed = report(other_operator, deposit(tx, REQUIRED), "COMPLETED")  # no ToPayout without the feature
+    report(other_operator, deposit_report(tx, REQUIRED - 1), "Confirming")
+    completed = report(
+        other_operator, deposit_report(tx, REQUIRED), "COMPLETED"
+    )  # no ToPayout without the feature
 
     check_sell_of_crypto(completed, Decimal("0.001"))
     assert expect(other_broker.get(f"/transactions/custodian/{code}"), 200)["transaction"] == completed

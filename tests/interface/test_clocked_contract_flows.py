@@ -31,6 +31,7 @@ from tests.e2e.support import (
     AddressSource,
     Customer,
     buy_body,
+    deposit_report,
     local_callback_settings,
     sell_body,
     unique_code,
@@ -125,13 +126,7 @@ def test_a_payment_first_seen_after_valid_until_is_late_and_never_paid_out(
     app.clock.advance(minutes=30, seconds=1)  # one second past validUntil (BANK_EUR_SELL: 30 minutes)
     if swept_first:
         assert code in OverdueTransactions(app.ledger).expire_overdue()
-    report = {
-        "cryptoCode": "BTC",
-        "address": sell["destinationCryptoAddress"],
-        "txId": f"late-{code}",
-        "cryptoAmount": float(amount),
-        "confirmations": 6,
-    }
+    report = deposit_report(sell, 6, float(amount), tx_id=f"late-{code}")
     late = app.call("POST", "/chain/deposits", app.operator, report)["transaction"]
     assert (late["status"], late["blockchainTransactionId"]) == ("CANCELLED", f"late-{code}")
     assert not swept_first or code not in OverdueTransactions(app.ledger).expire_overdue()
@@ -161,13 +156,7 @@ def test_a_payment_first_seen_before_valid_until_is_paid_out_when_confirmed_afte
     sell = app.call(
         "POST", "/paymentrequest/brokersell", app.broker, sell_body(customer, cryptoAmount=0.001)
     )["transaction"]
-    report = {
-        "cryptoCode": "BTC",
-        "address": sell["destinationCryptoAddress"],
-        "txId": f"in-time-{sell['transactionCode']}",
-        "cryptoAmount": sell["executedAmounts"]["cryptoAmount"],
-        "confirmations": 0,
-    }
+    report = deposit_report(sell, 0, tx_id=f"in-time-{sell['transactionCode']}")
     app.clock.advance(minutes=30)  # validUntil itself is still in time
     seen = app.call("POST", "/chain/deposits", app.operator, report)["transaction"]
     assert seen["status"] == "Confirming"
