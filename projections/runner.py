@@ -28,7 +28,7 @@ from application.store.database import (
     pool_settings,
 )
 from application.store.log import EVENTS_SCHEMA, LedgerLog
-from projections.connection import lend, unlock
+from projections.connection import lend, locked, unlock
 from projections.postgres import READ_SCHEMA, ReadModel
 
 APPLICATION = LedgerLog.name
@@ -216,13 +216,8 @@ def _dispatcher(projection_class: type[Projection[Any]]) -> Any:
 @contextmanager
 def exclusive(url: str, spec: ProjectionSpec) -> Iterator[bool]:
     """Holds the projection's advisory lock while inside, yielding whether it was free."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        free = conn.execute("SELECT pg_try_advisory_lock(%s)", (spec.lock_key(),)).fetchone()[0]
-        try:
-            yield free
-        finally:
-            if free:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (spec.lock_key(),))
+    with locked(url, spec.lock_key(), f"lock {spec.name}") as connection:
+        yield connection is not None
 
 
 @contextmanager
