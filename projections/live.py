@@ -43,7 +43,7 @@ from application.store.database import PROJECTION_TIMEOUTS, eventsourcing_env, p
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections import status
 from projections.connection import connect, lend, try_lock, unlock
-from projections.lanes import Lane, PageDecoder, apply_alone, read_page
+from projections.lanes import Lane, PageDecoder, apply_alone, moved, read_page
 from projections.runner import PAGE, Decode, ProjectionFailed, ProjectionSpec, open_view
 
 log = logging.getLogger("broker_ledger.projections")
@@ -216,13 +216,14 @@ class ProjectionWorker:
         overwritten), then lets the projection go until its pause is over."""
         standing = self.standing[spec.name]
         standing.failures += 1
-        standing.retry_at = time.monotonic() + self.pause(standing.failures)
+        pause = self.pause(standing.failures)
+        standing.retry_at = time.monotonic() + pause
         self._look_at = min(self._look_at, standing.retry_at)
         log.error(
             "projection %s failed (%d in a row); restarting in %.0f s",
             spec.name,
             standing.failures,
-            self.pause(standing.failures),
+            pause,
             exc_info=error,
         )
         self._record(spec, error)
@@ -266,9 +267,10 @@ def apply_together(
     decode: Decode,
 ) -> None:
     """Applies a page to every lane in ONE transaction on `connection` (lent to every lane's view), each
-    lane's rows with its position; each lane's writes are sent as soon as its events are computed, and its
-    position checked at the end. If anything fails, each lane applies the page alone (`apply_alone`): a
-    lane that cannot apply an event stops there (`Lane.failure`) and the others' pages commit."""
+    lane's rows with its position. Every lane computes its page (its reads wait for no other lane's writes)
+    before any lane sends its last writes and position (`end_batch`); the positions are checked at the end.
+    If anything fails, each lane applies the page alone (`apply_alone`): a lane that cannot apply an event
+    stops there (`Lane.failure`) and the others' pages commit."""
     pages = [(lane, page) for lane in lanes if (page := lane.unapplied(notifications))]
     try:
         with connection.pipeline(), connection.transaction(), contextlib.ExitStack() as batches:
@@ -283,7 +285,7 @@ def apply_together(
             apply_alone(lane, page, decode, None)
         return
     for lane, page in pages:
-        lane.position = page[-1].id
+        moved(lane, page, None)
 
 
 def stop_all(workers: Iterable[ProjectionWorker]) -> None:
