@@ -120,6 +120,13 @@ SELECT_CLAIMED_MANY = (
     "SELECT t.partner, t.key, t.fingerprint, t.state, t.status, t.headers, t.body"
     " FROM {t} t JOIN unnest(%s::text[], %s::text[]) AS c (partner, key) USING (partner, key)"
 )
+RENEW_MANY = (
+    "UPDATE {t} AS t SET lease_until = now() + make_interval(secs => %s)"
+    " FROM (SELECT t.partner, t.key FROM {t} t"
+    " JOIN unnest(%s::text[], %s::text[], %s::timestamptz[]) AS r (partner, key, created)"
+    " USING (partner, key, created) WHERE t.state = 'running' FOR UPDATE OF t SKIP LOCKED) AS due"
+    " WHERE t.partner = due.partner AND t.key = due.key"
+)
 FINISH_MANY = (
     "UPDATE {t} AS t SET state = 'done', status = f.status, headers = f.headers::jsonb, body = f.body"
     " FROM unnest(%s::int[], %s::text[], %s::bytea[], %s::text[], %s::text[], %s::timestamptz[])"
@@ -141,9 +148,9 @@ class IdempotencyStore:
         self.table = sql.Identifier(schema, "idempotency_keys")
         self.schema = schema
         self.leases = Leases(self)
-        self._claim_many, self._select_claimed_many, self._finish_many = (
+        self._claim_many, self._select_claimed_many, self._finish_many, self._renew_many = (
             sql.SQL(statement).format(t=self.table).as_string()
-            for statement in (CLAIM_MANY, SELECT_CLAIMED_MANY, FINISH_MANY)
+            for statement in (CLAIM_MANY, SELECT_CLAIMED_MANY, FINISH_MANY, RENEW_MANY)
         )
         self._claims = StatementBatches(self._claim_batch, key=_partner_and_key, split_on=REFUSED_DATA)
         self._finishes = StatementBatches(self._finish_batch, key=_partner_and_key, split_on=REFUSED_DATA)
@@ -237,15 +244,14 @@ class IdempotencyStore:
             )
 
     def renew(self, claims: list[tuple[str, str, datetime]]) -> None:
-        """Extends the leases of these running claims (of requests still running in this process)."""
+        """Extends the leases of these running claims (of requests still running in this process), in one
+        statement that waits for no lock: a claim locked meanwhile is being answered or released, and
+        needs no longer lease. (Renewing key by key in one transaction held each renewed claim's lock
+        until the last was renewed; a batch of answers locking the same claims in another order
+        deadlocked with it, and stalled every answer of the process for PostgreSQL's deadlock_timeout.)"""
+        partners, keys, created = (list(column) for column in zip(*claims, strict=True))
         with self.pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
-            conn.cursor().executemany(
-                sql.SQL(
-                    "UPDATE {} SET lease_until = now() + make_interval(secs => %s)"
-                    " WHERE partner = %s AND key = %s AND created = %s AND state = 'running'"
-                ).format(self.table),
-                [(LEASE_SECONDS, partner, key, created) for partner, key, created in claims],
-            )
+            conn.execute(self._renew_many, (LEASE_SECONDS, partners, keys, created))
 
 
 class Leases:

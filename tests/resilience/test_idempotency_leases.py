@@ -9,6 +9,7 @@ with the lease shortened to a second so that the tests take seconds:
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -120,3 +121,26 @@ def test_a_late_first_request_cannot_overwrite_the_answer_of_the_retry_that_took
     assert not stored_late
     replay = keys.claim("late").replay
     assert replay is not None and replay.body == b"the retry's answer"
+
+
+def test_a_renewal_skips_a_claim_being_answered_rather_than_wait_for_it(keys: Keys) -> None:
+    """The renewal and a batch of answers lock the same claims: a renewal that waited for one, while
+    holding others, deadlocked with the batch, and every answer of the process stalled a second."""
+    answered, running = keys.claim("answered"), keys.claim("running")
+    keys.store.leases.ended("demo", "answered")
+    keys.store.leases.ended("demo", "running")
+    lease_of = "SELECT lease_until FROM api.idempotency_keys WHERE partner = 'demo' AND key = %s"
+    with keys.store.pool.connection() as answering, keys.store.pool.connection() as observer:
+        answering.execute(  # an answer of "answered" in flight: its claim is locked until it commits
+            "UPDATE api.idempotency_keys SET state = 'done' WHERE partner = 'demo' AND key = 'answered'"
+        )
+        before = observer.execute(lease_of, ["running"]).fetchone()[0]
+        observer.commit()
+        claims = [("demo", "answered", answered.created), ("demo", "running", running.created)]
+        renewal = threading.Thread(target=keys.store.renew, args=(claims,), daemon=True)
+        renewal.start()
+        renewal.join(LEASE / 2)
+        waited = renewal.is_alive()
+        answering.rollback()
+        assert not waited, "the renewal waited for the claim being answered"
+        assert observer.execute(lease_of, ["running"]).fetchone()[0] > before
