@@ -267,21 +267,22 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
 
     def keep_write_positions(self, schema: str, table: str) -> None:
         """From now on each batch raises, with its events, the write position of each partner whose request
-        saved in it, in `schema`.`table` (partner text PRIMARY KEY, position bigint) as the interface does."""
+        saved in it, in `schema`.`table` (partner text PRIMARY KEY, position bigint) as the interface does.
+        A position given as NULL is the last notification id this session drew, the batch's last event:
+        under the table's lock the batch is the last thing written, so the position is no lower than the
+        partner's own events and needs no lookup of them (a join with the events table, whose plan a
+        small table once made a sequential scan of every event, per commit)."""
         self.positions_statement = (
             SQL(
                 "INSERT INTO {positions} AS t (partner, position)"
-                " SELECT w.partner, max(e.notification_id)"
-                " FROM unnest(%b::text[], %b::uuid[], %b::bigint[])"
-                " AS w (partner, originator_id, originator_version)"
-                " JOIN {schema}.{events} e USING (originator_id, originator_version)"
-                " GROUP BY w.partner"
+                " SELECT w.partner,"
+                " coalesce(w.position, currval(pg_get_serial_sequence({events}, 'notification_id')))"
+                " FROM unnest(%b::text[], %b::bigint[]) AS w (partner, position)"
                 " ON CONFLICT (partner) DO UPDATE SET position = greatest(t.position, excluded.position)"
             )
             .format(
                 positions=Identifier(schema, table),
-                schema=Identifier(self.datastore.schema),
-                events=Identifier(self.events_table_name),
+                events=Literal(Identifier(self.datastore.schema, self.events_table_name).as_string()),
             )
             .as_string()
         )
@@ -436,19 +437,27 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
             raise OperationalError(f"inserted {len(columns[0])} events but got {len(ids)} notification ids")
         return ids, positions is not None
 
-    def _positions(self, batch: Sequence[PendingSave]) -> tuple[list[str], list[UUID], list[int]] | None:
-        """The write positions statement's parameters: each save's partner and its last event, by which its
-        last notification id is found; None when there is nothing to keep."""
+    def _positions(
+        self, batch: Sequence[PendingSave], written: Sequence[Sequence[int]] | None = None
+    ) -> tuple[list[str], list[int | None]] | None:
+        """The write positions statement's parameters: each partner whose request saved in `batch`, with
+        its last notification id among `written` (each save's ids) or, without them, NULL (the batch's
+        last); None when there is nothing to keep."""
         if self.positions_statement is None:
             return None
-        writing = [save for save in batch if save.writes is not None and save.events]
-        if not writing:
+        last: dict[str, int | None] = {}
+        for index, save in enumerate(batch):
+            if save.writes is None or not save.events:
+                continue
+            partner = save.writes.partner
+            if written is None:
+                last[partner] = None
+            else:
+                last[partner] = max(written[index][-1], last.get(partner) or 0)
+        if not last:
             return None
-        return (
-            [save.writes.partner for save in writing],  # type: ignore[union-attr]
-            [save.events[-1].originator_id for save in writing],
-            [save.events[-1].originator_version for save in writing],
-        )
+        partners = sorted(last)  # one row each, in one order
+        return partners, [last[partner] for partner in partners]
 
     def _write_one_by_one(self, conn: Connection[DictRow], batch: list[PendingSave]) -> None:
         """The conflict path: each save under its own savepoint; only the conflicting ones are refused."""
@@ -466,7 +475,7 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
                 except SAVE_ERRORS as refused:
                     outcomes.append((save, _as_library_error(refused)))
             kept = self._keep_positions_alone(
-                curs, [save for save, outcome in outcomes if isinstance(outcome, list)]
+                curs, [(save, outcome) for save, outcome in outcomes if isinstance(outcome, list)]
             )
         self.batches_committed += 1
         for save, outcome in outcomes:  # only now, after COMMIT
@@ -475,10 +484,10 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
             else:
                 save.succeed(outcome, position_kept=kept)
 
-    def _keep_positions_alone(self, curs: Any, written: list[PendingSave]) -> bool:
+    def _keep_positions_alone(self, curs: Any, written: list[tuple[PendingSave, list[int]]]) -> bool:
         """The write positions of the saves written one by one, under a savepoint of their own: if they
         cannot be kept here the saves stand, and the interface keeps the positions."""
-        positions = self._positions(written)
+        positions = self._positions([save for save, _ in written], [ids for _, ids in written])
         if positions is None:
             return False
         try:

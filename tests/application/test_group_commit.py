@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from uuid import UUID
 
 import pytest
@@ -12,6 +12,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 
 from application.store.group_commit import GroupCommitRecorder, PendingSave
+from application.store.positions import WritePosition
 from tests.application.notes import Note
 
 WRITERS = 16
@@ -25,10 +26,33 @@ def notebook(pooled_env: dict[str, str]) -> Iterator[Application[UUID]]:
     app.close()
 
 
-def pending(app: Application[UUID], *aggregates: Aggregate) -> PendingSave:
-    """The save `app.save(*aggregates)` would hand to the committer."""
+def pending(app: Application[UUID], *aggregates: Aggregate, partner: str | None = None) -> PendingSave:
+    """The save `app.save(*aggregates)` would hand to the committer (within a request of `partner`)."""
     assert isinstance(app.recorder, GroupCommitRecorder)
-    return PendingSave([app.mapper.to_stored_event(e) for a in aggregates for e in a.collect_events()])
+    events = [app.mapper.to_stored_event(e) for a in aggregates for e in a.collect_events()]
+    return PendingSave(events, WritePosition(partner) if partner else None)
+
+
+@pytest.fixture
+def position_of(notebook: Application[UUID]) -> Callable[[str], int]:
+    """A partner's write position, once the notebook's committer keeps them with the events (as it
+    does `api.write_positions`) in a table of the test's schema."""
+    recorder = notebook.recorder
+    schema = recorder.datastore.schema
+    with recorder.datastore.get_connection() as connection:
+        connection.execute(
+            f'CREATE TABLE "{schema}".write_positions (partner text PRIMARY KEY, position bigint NOT NULL)'
+        )
+    recorder.keep_write_positions(schema, "write_positions")
+
+    def position(partner: str) -> int:
+        with recorder.datastore.get_connection() as connection:
+            row = connection.execute(
+                f'SELECT position FROM "{schema}".write_positions WHERE partner = %s', [partner]
+            ).fetchone()
+        return row["position"]
+
+    return position
 
 
 def copy_of(app: Application[UUID], note: Note) -> Note:
@@ -89,6 +113,32 @@ def test_a_conflict_with_an_earlier_save_of_the_same_batch_refuses_only_the_late
     assert copy_of(notebook, stored).text == "first"
     ids = [save.notification_ids for save in batch]
     assert ids[0][0] < ids[1][0]
+
+
+def test_a_batch_keeps_each_partners_position_no_lower_than_its_last_event(notebook, position_of):
+    batch = [
+        pending(notebook, Note("a1"), partner="a"),
+        pending(notebook, Note("b1"), Note("b2"), partner="b"),
+        pending(notebook, Note("a2"), partner="a"),
+        pending(notebook, Note("nobody's")),
+    ]
+    notebook.recorder.commit_batch(batch)
+    last = batch[-1].notification_ids[-1]
+    assert position_of("a") == position_of("b") == last  # the batch's last event: all visible at one commit
+    assert [save.writes.kept for save in batch[:3]] == [save.notification_ids[-1] for save in batch[:3]]
+
+
+def test_a_position_kept_beside_a_refused_save_points_at_an_event_that_was_written(notebook, position_of):
+    stored = Note("stored")
+    notebook.save(stored)
+    stale = copy_of(notebook, stored)
+    notebook.save(copy_of_amended(notebook, stored, "winner"))
+    stale.amend("stale")
+    written = pending(notebook, Note("written"), partner="a")
+    batch = [written, pending(notebook, Note("drew an id"), stale, partner="a")]
+    notebook.recorder.commit_batch(batch)
+    assert isinstance(batch[1].error, IntegrityError)
+    assert position_of("a") == written.notification_ids[-1]  # not the id the refused save drew
 
 
 def test_a_refused_save_writes_none_of_its_events(notebook):
