@@ -91,7 +91,8 @@ from projections.catalog import PROJECTIONS
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 CUSTOMER_PREFIX = "bench-"
 FIAT_VALUE = "20"
-WARM_UP_SECONDS = 3
+WARM_UP_SECONDS = 3  # a round of the warm-up
+WARM_UP_BUYS = 5000  # the warm-up ends once the store holds this many buys, or after --seconds of it
 COUNT_BUYS = "SELECT count(*) FROM ledger.ledger_events WHERE topic = 'domain.transaction:Transaction.Staged'"
 COUNT_READ_ROWS = "SELECT count(*) FROM read.transactions"
 COUNT_EVENTS = "SELECT count(*) FROM ledger.ledger_events"
@@ -179,7 +180,7 @@ def measure_ledger(
         results.setup_seconds = time.perf_counter() - begun
         results.record_incidents("start and setup", server.incidents())
         tables = tracking_tables(url, len(PROJECTIONS))
-        warm_up(server, token, args)
+        warm_up(server, url, token, args)
         for connections in args.connections:
             results.runs.append(load_run(server, url, token, tables, connections, args, cpu_parts))
             results.record_incidents(f"run at {connections} connections", server.incidents())
@@ -248,14 +249,23 @@ def load_run(
     )
 
 
-def warm_up(server: Process, token: str, args: argparse.Namespace) -> None:
-    """Buys for a few seconds, not measured: the tables a buy writes (transactions, postings, keys...) hold
-    rows when they are analyzed before the first run, as on a store in service (analyzed empty, their
-    statements are planned as sequential scans, and stay so while the run fills them)."""
-    seconds, connections = min(WARM_UP_SECONDS, args.seconds), max(args.connections)
-    note(f"warm-up: POST /brokerbuy, {connections} connections, {seconds} s (not measured)")
-    script_args = [CUSTOMER_PREFIX, str(args.customers), f"warm-{os.getpid()}", FIAT_VALUE, CUSTOMER_ADDRESS]
-    run_wrk(f"{server.base_url}/brokerbuy", token, seconds, connections, script_args)
+def warm_up(server: Process, url: str, token: str, args: argparse.Namespace) -> None:
+    """Buys, not measured, in rounds of a few seconds each followed by an ANALYZE (as autovacuum would
+    make), until the store holds WARM_UP_BUYS buys or for --seconds: a store in service is not seconds
+    old. Analyzed while a table holds a few hundred rows, a buy's statements by key are planned as
+    sequential scans of it, and stay so while a run multiplies its rows (prepared statements keep their
+    plan until the next ANALYZE); from a few thousand rows on, they are index scans, as they stay."""
+    connections = max(args.connections)
+    rounds = max(1, args.seconds // WARM_UP_SECONDS)
+    for round_ in range(rounds):
+        if scalar(url, COUNT_BUYS) >= WARM_UP_BUYS:
+            return
+        seconds = min(WARM_UP_SECONDS, args.seconds)
+        note(f"warm-up: POST /brokerbuy, {connections} connections, {seconds} s (not measured)")
+        keys = f"warm-{os.getpid()}-{round_}"  # new keys each round: a key used before would replay
+        script_args = [CUSTOMER_PREFIX, str(args.customers), keys, FIAT_VALUE, CUSTOMER_ADDRESS]
+        run_wrk(f"{server.base_url}/brokerbuy", token, seconds, connections, script_args)
+        as_in_service(url)
 
 
 def settle(url: str, tables: list[str]) -> None:
