@@ -16,6 +16,7 @@ from application.logs import configure_logging
 from application.store.database import eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from interface.cli import event_store_url
+from interface.collector import settle_for_serving
 from projections import status as projection_status
 from projections.catalog import PROJECTIONS, by_name
 from projections.lanes import Lane
@@ -38,6 +39,7 @@ def run() -> int:
     configure_logging("info")
     url = event_store_url()
     workers = [ProjectionWorker(url, PROJECTIONS)]
+    settle_for_serving()
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.set())

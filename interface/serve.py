@@ -85,7 +85,7 @@ def serve(
         os.environ[SUPERVISOR_ENV] = str(os.getpid())  # and if it dies, they end too (interface/worker.py)
         uvicorn.run("interface.worker:create_app", **options)
     else:
-        QuietServer(uvicorn.Config("interface.app:create_app", **options)).run()
+        QuietServer(uvicorn.Config("interface.worker:create_lone_app", **options)).run()
     return 0
 
 

@@ -1,4 +1,6 @@
-"""The app factory of `serve --workers N`'s worker processes: a worker ends when its supervisor does.
+"""The app factories of `serve`'s processes: `create_app` for each worker of `serve --workers N` (a worker
+ends when its supervisor does), `create_lone_app` for a lone `serve`. Both settle the garbage collector
+once the app is built (`interface.collector`).
 
 uvicorn's supervisor forwards SIGTERM to its workers, but a supervisor that is killed (SIGKILL, the OOM
 killer) forwards nothing: its workers would live on as orphans, still bound to the port and still holding
@@ -21,6 +23,7 @@ import threading
 from litestar import Litestar
 
 from interface.app import create_app as create_service_app
+from interface.collector import settle_for_serving
 
 SUPERVISOR_ENV = "BROKER_LEDGER_SUPERVISOR_PID"  # set by `serve` before it starts its workers
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -32,7 +35,14 @@ log = logging.getLogger("broker_ledger")
 def create_app() -> Litestar:
     """The service's app (`interface.app.create_app`), in a worker that ends with its supervisor."""
     end_with_supervisor()
-    return create_service_app()
+    return create_lone_app()
+
+
+def create_lone_app() -> Litestar:
+    """The service's app, in a process that serves it until it ends."""
+    app = create_service_app()
+    settle_for_serving()
+    return app
 
 
 def end_with_supervisor() -> None:
