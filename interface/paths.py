@@ -44,6 +44,7 @@ class RouteShape:
 
 class CaseInsensitivePaths:
     def __init__(self, paths: Iterable[str]) -> None:
+        paths = list(paths)  # read twice: a generator would leave `exact` empty, and every path to the shapes
         shapes = {RouteShape.of(path) for path in paths}
         self.exact = {path.rstrip("/") or "/" for path in paths if "{" not in path}
         # more fixed segments first: /brokerbuy/simulate wins over /brokerbuy/{code}
