@@ -161,7 +161,10 @@ def build_runtime(database_url: str | None = None, ledger_clock: Clock | None = 
         check=check_if_stale_async,
         reset=note_use_async,
     )
-    idempotency = IdempotencyStore(pool, API_SCHEMA, async_pool)
+    # claims and answers ride in the group committer's transactions (none of their own); with the library's
+    # recorder (BROKER_LEDGER_GROUP_COMMIT=off) they go on the async pool
+    along_events = getattr(ledger.recorder, "write_along", None)
+    idempotency = IdempotencyStore(pool, API_SCHEMA, async_pool, along_events)
     idempotency.create_table()
     write_positions = WritePositions(pool, async_pool, API_SCHEMA)
     write_positions.create_table()

@@ -19,7 +19,10 @@ The rules, as Stripe documents them:
 
 Claims and answers of concurrent requests go to the database together (`StatementBatches`): one statement
 claims every key waiting, one stores every answer waiting, so under load the requests share round trips
-and commits; keys stay independent (one key's refusal or replay is its own).
+and commits; keys stay independent (one key's refusal or replay is its own). Those statements ride in the
+event store's group-commit transactions (`along_events`, the committer's `write_along`): with the events
+saved at that moment, or alone, so a claim or an answer needs no transaction, commit and round trip of its
+own; with the library's recorder (`BROKER_LEDGER_GROUP_COMMIT=off`) they run on an async pool of their own.
 
 Leases are short and renewed (`Leases`) while their requests run, so the claim of a process that was killed
 lapses within LEASE_SECONDS rather than blocking its retries for a minute. A claim whose release failed
@@ -34,12 +37,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import anyio.to_thread
 import psycopg
+from eventsourcing.persistence import PersistenceError
 from litestar.connection import ASGIConnection
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
@@ -47,7 +51,15 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
+from application.store.binary_arrays import (
+    ByteaArray,
+    Int4Array,
+    TextArray,
+    TimestamptzArray,
+    columns,
+)
 from interface.problems import ApiProblem, refused_before_execution
+from interface.security import authorize_route
 from interface.statement_batches import StatementBatches
 
 HEADER = b"idempotency-key"
@@ -128,6 +140,10 @@ SELECT_CLAIMED_MANY = (
     "SELECT t.partner, t.key, t.fingerprint, t.state, t.status, t.headers, t.body"
     " FROM {t} t JOIN unnest(%s::text[], %s::text[]) AS c (partner, key) USING (partner, key)"
 )
+SELECT_CLAIMED_ONE = (
+    "SELECT t.partner, t.key, t.fingerprint, t.state, t.status, t.headers, t.body"
+    " FROM {t} t WHERE t.partner = %s AND t.key = %s"
+)
 RENEW_MANY = (
     "UPDATE {t} AS t SET lease_until = now() + make_interval(secs => %s)"
     " FROM (SELECT t.partner, t.key FROM {t} t"
@@ -149,21 +165,34 @@ FINISH_ONE = (
 )
 # Refusals of a batch's data: the batch is run again key by key, so only the offending request fails.
 REFUSED_DATA = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.ProgrammingError)
+# Statements run in the event store's next transaction; the rows each returned (the group committer's
+# `write_along`).
+AlongEvents = Callable[[list[tuple[str, Sequence[object]]]], Awaitable[list[list[tuple]]]]
 
 
 class IdempotencyStore:
-    """The keys' table. Requests claim and answer keys on the event loop, on `async_pool` (from a worker
-    thread each statement would cost a thread hop besides); the lease thread and releases use `pool`."""
+    """The keys' table. Requests claim and answer keys on the event loop: in the event store's next
+    transaction when `along_events` is given (the group committer's `write_along`: a claim or an answer
+    then shares the transaction, commit and round trip of the events written with it, and needs none of
+    its own), else on `async_pool` (from a worker thread each statement would cost a thread hop besides).
+    The lease thread and releases use `pool`."""
 
-    def __init__(self, pool: ConnectionPool, schema: str, async_pool: AsyncConnectionPool) -> None:
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        schema: str,
+        async_pool: AsyncConnectionPool,
+        along_events: AlongEvents | None = None,
+    ) -> None:
         self.pool = pool
         self.async_pool = async_pool
+        self.along_events = along_events
         self.table = sql.Identifier(schema, "idempotency_keys")
         self.schema = schema
         self.leases = Leases(self)
-        self._claim_many, self._claim_one, self._select_claimed_many = (
+        self._claim_many, self._claim_one, self._select_claimed_many, self._select_claimed_one = (
             sql.SQL(statement).format(t=self.table).as_string()
-            for statement in (CLAIM_MANY, CLAIM_ONE, SELECT_CLAIMED_MANY)
+            for statement in (CLAIM_MANY, CLAIM_ONE, SELECT_CLAIMED_MANY, SELECT_CLAIMED_ONE)
         )
         self._finish_many, self._finish_one, self._renew_many = (
             sql.SQL(statement).format(t=self.table).as_string()
@@ -212,35 +241,55 @@ class IdempotencyStore:
     ) -> list[tuple[datetime | None, tuple | None]]:
         """Claims these keys (each once) in one statement: per key, the `created` of its claim if it is now
         ours, else the row that holds it (None if there is none any more)."""
-        async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
-            if len(claims) == 1:
-                [(partner, key, fingerprint)] = claims
-                parameters: tuple = (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS)
-                claimed = await conn.execute(self._claim_one, parameters, binary=True)
-            else:  # binary: arrays in text are escaped item by item, in Python
-                partners, keys, fingerprints = (list(column) for column in zip(*claims, strict=True))
-                parameters = (LEASE_SECONDS, partners, keys, fingerprints, KEEP_HOURS)
-                claimed = await conn.execute(self._claim_many, parameters, binary=True)
-            owned = {(partner, key): created for partner, key, created in await claimed.fetchall()}
-            others = [(partner, key) for partner, key, _ in claims if (partner, key) not in owned]
-            held: dict[tuple[str, str], tuple] = {}
-            if others:
-                found = await conn.execute(
-                    self._select_claimed_many, ([p for p, _ in others], [k for _, k in others]), binary=True
-                )
-                held = {(row[0], row[1]): tuple(row[2:]) for row in await found.fetchall()}
+        claim = self._claim_statement(claims)
+        if self.along_events is not None:  # the rows holding keys are read in the same round trip
+            claimed, found = await self.along_events([claim, self._held_statement(claims)])
+            owned = {(partner, key): created for partner, key, created in claimed}
+        else:
+            async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+                cursor = await conn.execute(*claim, binary=True)
+                owned = {(partner, key): created for partner, key, created in await cursor.fetchall()}
+                others = [claimed for claimed in claims if claimed[:2] not in owned]
+                found = []
+                if others:
+                    cursor = await conn.execute(*self._held_statement(others), binary=True)
+                    found = await cursor.fetchall()
+        held = {(row[0], row[1]): tuple(row[2:]) for row in found if (row[0], row[1]) not in owned}
         return [(owned.get((p, k)), held.get((p, k))) for p, k, _ in claims]
+
+    def _claim_statement(self, claims: list[tuple[str, str, bytes]]) -> tuple[str, tuple]:
+        """The claim of these keys, in one order (partner, key): two batches claiming some of the same keys
+        lock their rows in the same order, so neither can deadlock the other."""
+        if len(claims) == 1:
+            [(partner, key, fingerprint)] = claims
+            return self._claim_one, (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS)
+        # binary parameters: arrays in text are escaped item by item, in Python
+        partners, keys, fingerprints = columns(sorted(claims), TextArray, TextArray, ByteaArray)
+        return self._claim_many, (LEASE_SECONDS, partners, keys, fingerprints, KEEP_HOURS)
+
+    def _held_statement(self, claims: list[tuple[str, str, bytes]]) -> tuple[str, tuple]:
+        """The rows of these keys as they stand."""
+        if len(claims) == 1:
+            return self._select_claimed_one, claims[0][:2]
+        return self._select_claimed_many, (
+            TextArray(p for p, _, _ in claims),
+            TextArray(k for _, k, _ in claims),
+        )
 
     async def _finish_batch(self, answers: list[tuple[str, str, datetime, StoredResponse]]) -> list[bool]:
         """Stores these answers in one statement: per answer, whether its claim was still its request's."""
-        rows = [_finished(*answer) for answer in answers]
+        rows = [_finished(*answer) for answer in sorted(answers, key=_partner_and_key)]
         if len(rows) == 1:
             statement, parameters = self._finish_one, list(rows[0])
         else:
-            statement, parameters = self._finish_many, [list(column) for column in zip(*rows, strict=True)]
-        async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
-            finished = await conn.execute(statement, parameters, binary=True)
-            done = {(partner, key, created) for partner, key, created in await finished.fetchall()}
+            statement, parameters = self._finish_many, columns(rows, *FINISHED_COLUMNS)
+        if self.along_events is not None:
+            [finished] = await self.along_events([(statement, parameters)])
+        else:
+            async with self.async_pool.connection(timeout=POOL_WAIT_SECONDS) as conn:
+                cursor = await conn.execute(statement, parameters, binary=True)
+                finished = await cursor.fetchall()
+        done = {(partner, key, created) for partner, key, created in finished}
         return [(partner, key, created) in done for partner, key, created, _ in answers]
 
     def release(self, partner: str, key: str, created: datetime | None = None) -> None:
@@ -326,6 +375,9 @@ class Leases:
                     del self._to_release[partner, key]
 
 
+FINISHED_COLUMNS = (Int4Array, TextArray, ByteaArray, TextArray, TextArray, TimestamptzArray)
+
+
 def _finished(partner: str, key: str, created: datetime, response: StoredResponse) -> tuple[object, ...]:
     return (response.status, json.dumps(response.headers), response.body, partner, key, created)
 
@@ -365,10 +417,14 @@ class IdempotencyMiddleware(ASGIMiddleware):
             # keys are scoped to the partner: routes open without a token (such as /connect/token) have none
             await next_app(scope, receive, send)
             return
-        if not 1 <= len(key) <= 255:
-            raise ApiProblem(400, "idempotency_key_invalid", "Idempotency-Key must be 1 to 255 characters")
+        if not 1 <= len(key) <= 255 or "\x00" in key:
+            raise ApiProblem(
+                400,
+                "idempotency_key_invalid",
+                "Idempotency-Key must be 1 to 255 characters, none of them NUL",
+            )
         # a replay answers for the route, so it needs what the route needs (role, api_version)
-        await scope["route_handler"].authorize_connection(ASGIConnection(scope))
+        await authorize_route(ASGIConnection(scope), scope["route_handler"])
         body = await _read_body(receive)
         if body is None:  # the client went away before sending the whole body: nothing to answer
             return
@@ -399,7 +455,7 @@ class IdempotencyMiddleware(ASGIMiddleware):
             try:
                 if executed and await store.finish(partner, key, created, response):
                     return
-            except (psycopg.Error, PoolTimeout) as error:
+            except (psycopg.Error, PoolTimeout, PersistenceError) as error:
                 # the answer is true all the same and is sent; the key is freed instead, and a retry runs
                 # again and finds what this request did (a create finds its transaction by the key's code)
                 log.warning("could not keep the answer of Idempotency-Key %r of %s: %s", key, partner, error)

@@ -54,5 +54,13 @@ async def authorize(connection: ASGIConnection, handler: BaseRouteHandler) -> No
     check_api_version(connection, handler)
 
 
+async def authorize_route(connection: ASGIConnection, handler: BaseRouteHandler) -> None:
+    """Runs the route's guards, as litestar does before the handler, but on the handler itself: litestar
+    hands each guard a copy of it (a shallow copy of a handler with dozens of attributes, 7 µs), and
+    these guards only read it."""
+    for guard in handler.resolve_guards():
+        await guard(connection, handler)
+
+
 def roles(*names: str) -> dict[str, object]:
     return {"roles": frozenset(names)}

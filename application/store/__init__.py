@@ -37,6 +37,15 @@ Snapshots - the address pools, whose history only grows, are snapshotted by the 
     a bounded time for its save (then 503); after a connection fault the batch is read back, so a landed save
     is never retried into a conflict. `BROKER_LEDGER_GROUP_COMMIT=off` goes back to the library's recorder.
 
+`read_ahead` - the recorder's reads: a use case's read-ahead (several aggregates' histories, and of others
+    only their latest event, in one round trip) and the library's reads tried twice, not ten times.
+
+`save_queue` - what waits for the group committer: saves of events, and companions (statements on another
+    table that ride in its next transaction, such as an Idempotency-Key's claim or answer).
+
+`binary_arrays` - arrays of one known type (uuid, text, bytea, int4, int8, timestamptz) sent in PostgreSQL's
+    binary format, built in one pass instead of psycopg's item-by-item dumping.
+
 `schema_lock` - tables and schemas are created under one advisory lock, so any number of workers and
     replicas may start at once on an empty database.
 

@@ -24,6 +24,13 @@ What the projections and the use cases rely on is kept:
   the same transaction, the position of each partner whose request saved in it (see
   `application.store.positions`), so the request needs no statement of its own for it; a save settled
   otherwise leaves it to the interface.
+- Companions (`write_along`, `application.store.save_queue`): statements on another table, from an event
+  loop, ride in the next batch's transaction, with its events or alone (then without the table's lock and
+  NOTIFY), and their waiter gets each statement's rows after COMMIT. The interface's Idempotency-Key claims
+  and answers go this way, so they need no transaction, commit and round trip of their own. A companion
+  the database refuses fails alone (under a savepoint, as a refused save, with psycopg's error); after a
+  connection fault it fails, since it cannot be read back (it may have committed).
+- The batch's arrays are built in PostgreSQL's binary format in one pass (`application.store.binary_arrays`).
 
 What a fault does:
 - A batch waits at most `LOCK_TIMEOUT` for the table lock and runs at most `STATEMENT_TIMEOUT` per statement;
@@ -40,10 +47,10 @@ What a fault does:
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -53,7 +60,6 @@ from eventsourcing.persistence import (
     IntegrityError,
     InterfaceError,
     InternalError,
-    Notification,
     NotSupportedError,
     OperationalError,
     PersistenceError,
@@ -64,11 +70,14 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from prometheus_client import Histogram
 from psycopg import Connection
 from psycopg.pq import TransactionStatus
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Identifier, Literal
 from psycopg_pool import PoolTimeout
 
-from application.store.positions import WritePosition, current_writes
+from application.store.binary_arrays import ByteaArray, Int8Array, TextArray, UUIDArray
+from application.store.positions import current_writes
+from application.store.read_ahead import REFUSED_BEFORE_COMMIT, ReadAheadQueries
+from application.store.save_queue import PendingSave, Rows, SaveQueue, Statement, companion
 from application.store.schema_lock import SerialSchemaCreation
 
 GROUP_COMMIT_SAVES = Histogram(
@@ -80,41 +89,6 @@ GROUP_COMMIT_SAVES = Histogram(
 # Statements are composed once, as text: psycopg would compose a `Composed` again on every execution.
 BEGIN = "BEGIN"
 COMMIT = "COMMIT"
-# An aggregate's latest snapshot (if it has one) and its events after it, for several aggregates at once.
-SINCE_SNAPSHOT = """
-WITH latest AS (
-    SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state
-    FROM {schema}.{snapshots} WHERE originator_id = ANY(%(ids)s)
-    ORDER BY originator_id, originator_version DESC
-)
-SELECT originator_id, originator_version, topic, state FROM latest
-UNION ALL
-SELECT e.originator_id, e.originator_version, e.topic, e.state
-FROM {schema}.{events} e LEFT JOIN latest l USING (originator_id)
-WHERE e.originator_id = ANY(%(ids)s) AND e.originator_version > coalesce(l.originator_version, 0)
-ORDER BY 1, 2
-"""
-# Several aggregates' histories (each from its latest snapshot, if it has one) and, for others, only their
-# latest event: one backward step on the primary key each, however long their histories.
-HISTORIES_AND_LATEST = """
-WITH snapshot AS (
-    SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state
-    FROM {schema}.{snapshots} WHERE originator_id = ANY(%(ids)s::uuid[])
-    ORDER BY originator_id, originator_version DESC
-)
-SELECT originator_id, originator_version, topic, state FROM snapshot
-UNION ALL
-SELECT e.originator_id, e.originator_version, e.topic, e.state
-FROM {schema}.{events} e LEFT JOIN snapshot s USING (originator_id)
-WHERE e.originator_id = ANY(%(ids)s::uuid[]) AND e.originator_version > coalesce(s.originator_version, 0)
-UNION ALL
-SELECT last.originator_id, last.originator_version, last.topic, last.state
-FROM unnest(%(latest_ids)s::uuid[]) AS wanted (originator_id) CROSS JOIN LATERAL (
-    SELECT originator_id, originator_version, topic, state FROM {schema}.{events}
-    WHERE originator_id = wanted.originator_id ORDER BY originator_version DESC LIMIT 1
-) last
-ORDER BY 1, 2
-"""
 MAX_BATCH_EVENTS = 2000  # events per transaction; a larger queue is written in several batches
 LOCK_TIMEOUT = 5.0  # seconds a batch waits for the events table's lock
 STATEMENT_TIMEOUT = 10.0  # seconds any statement of a batch may run
@@ -127,7 +101,6 @@ SAVE_ERRORS = (
     psycopg.errors.ProgrammingError,
     psycopg.errors.NotSupportedError,
 )
-REFUSED_BEFORE_COMMIT = frozenset({"55P03", "57014"})  # lock_not_available, query_canceled (a timeout)
 # psycopg's error classes as eventsourcing's, which the use cases and the interface know.
 LIBRARY_ERRORS: tuple[tuple[type[Exception], type[PersistenceError]], ...] = (
     (psycopg.errors.IntegrityError, IntegrityError),
@@ -137,91 +110,13 @@ LIBRARY_ERRORS: tuple[tuple[type[Exception], type[PersistenceError]], ...] = (
 )
 
 
-def fail_fast(method: Callable[..., Any]) -> Callable[..., Any]:
-    """A read of the store, tried twice: enough to replace a connection that died (the library tries 10
-    times, each waiting up to the pool's timeout for a connection: 50 s before a request learns the database
-    is down). A read the server cancelled (its connection's lock or statement timeout) is not tried again:
-    the caller learns within one timeout that the store is blocked."""
-
-    @functools.wraps(method)
-    def read(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except (InterfaceError, OperationalError) as error:
-            if getattr(error.__cause__, "sqlstate", None) in REFUSED_BEFORE_COMMIT:
-                raise
-        time.sleep(0.2)
-        return method(*args, **kwargs)
-
-    return read
-
-
-class PendingSave:
-    """One save waiting for the committer: its events, then its notification ids or its error."""
-
-    __slots__ = ("ambiguous", "done", "error", "events", "notification_ids", "writes")
-
-    def __init__(self, events: Sequence[StoredEvent], writes: WritePosition | None = None) -> None:
-        self.events = events
-        self.writes = writes if writes is not None and writes.partner is not None else None
-        self.notification_ids: list[int] = []
-        self.error: BaseException | None = None
-        self.ambiguous = False  # failed without knowing whether its events were written
-        self.done = threading.Event()
-
-    def succeed(self, notification_ids: list[int], position_kept: bool = False) -> None:
-        self.notification_ids = notification_ids
-        if position_kept and self.writes is not None and notification_ids:
-            self.writes.note_kept(notification_ids[-1])
-        self.done.set()
-
-    def fail(self, error: BaseException) -> None:
-        self.error = error
-        self.done.set()
-
-
-class SaveQueue:
-    """Saves waiting for the committer, taken a batch at a time."""
-
-    def __init__(self) -> None:
-        self._waiting: list[PendingSave] = []
-        self._ready = threading.Condition(threading.Lock())
-
-    def put(self, save: PendingSave) -> None:
-        with self._ready:
-            self._waiting.append(save)
-            self._ready.notify()
-
-    def take_batch(self, max_events: int) -> list[PendingSave]:
-        """Waits for a save, then takes the waiting saves up to `max_events` events (at least one save)."""
-        with self._ready:
-            while not self._waiting:
-                self._ready.wait()
-            taken, events = 0, 0
-            for save in self._waiting:
-                if taken and events + len(save.events) > max_events:
-                    break
-                taken += 1
-                events += len(save.events)
-            batch, self._waiting = self._waiting[:taken], self._waiting[taken:]
-            return batch
-
-    def withdraw(self, save: PendingSave) -> bool:
-        """Takes `save` back if the committer has not taken it yet (then nothing of it is written)."""
-        with self._ready:
-            if save in self._waiting:
-                self._waiting.remove(save)
-                return True
-            return False
-
-
 def _on_events(recorder: PostgresApplicationRecorder, text: str) -> str:
     """`text` with `{schema}.{table}` naming the recorder's events table."""
     schema, table = Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name)
     return SQL(text).format(schema=schema, table=table).as_string()
 
 
-class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
+class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
     """An application recorder whose concurrent saves share transactions (see the module docstring); it
     creates its type and tables under the schema lock (`application.store.schema_lock`)."""
 
@@ -237,11 +132,6 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
             " RETURNING notification_id",
         )
         self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name)).as_string()
-        self.select_events_of_statement = _on_events(
-            self,
-            "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
-            " WHERE originator_id = ANY(%(ids)s) ORDER BY originator_id, originator_version",
-        )
         self.read_back_statement = _on_events(
             self,
             "SELECT originator_id, originator_version, state, notification_id FROM {schema}.{table}"
@@ -259,7 +149,6 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         }
         self.lock_statement = _on_events(self, "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE")
         self.positions_statement: str | None = None  # see `keep_write_positions`
-        self._since_snapshot_statements: dict[str, str] = {}
         self._queue = SaveQueue()
         self._committer: threading.Thread | None = None
         self._starting = threading.Lock()
@@ -315,64 +204,20 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
             )
         return save
 
-    @fail_fast
-    def select_events(self, *args: Any, **kwargs: Any) -> Sequence[StoredEvent]:
-        return PostgresApplicationRecorder.select_events.__wrapped__(self, *args, **kwargs)
-
-    @fail_fast
-    def select_notifications(self, *args: Any, **kwargs: Any) -> Sequence[Notification]:
-        return PostgresApplicationRecorder.select_notifications.__wrapped__(self, *args, **kwargs)
-
-    @fail_fast
-    def max_notification_id(self) -> int | None:
-        return PostgresApplicationRecorder.max_notification_id.__wrapped__(self)
-
-    @fail_fast
-    def select_events_of(
-        self, originator_ids: Sequence[UUID], snapshots_table: str | None = None
-    ) -> list[StoredEvent]:
-        """The events of several aggregates in one round trip, in version order per aggregate. With
-        `snapshots_table`, an aggregate that has a snapshot there starts with its latest snapshot, followed
-        by its events after it."""
-        statement = self.select_events_of_statement
-        if snapshots_table is not None:
-            statement = self._since_snapshot_statement(snapshots_table)
-        return self._stored_events(statement, {"ids": list(originator_ids)})
-
-    @fail_fast
-    def select_histories_and_latest_of(
-        self, originator_ids: Sequence[UUID], latest_ids: Sequence[UUID], snapshots_table: str
-    ) -> list[StoredEvent]:
-        """In one round trip, the events of `originator_ids` as `select_events_of` reads them with
-        `snapshots_table`, and of each of `latest_ids` (ids not among `originator_ids`) only its latest
-        event; in version order per aggregate."""
-        statement = _histories_and_latest(self.datastore.schema, self.events_table_name, snapshots_table)
-        return self._stored_events(statement, {"ids": list(originator_ids), "latest_ids": list(latest_ids)})
-
-    def _stored_events(self, statement: str, params: dict[str, Any]) -> list[StoredEvent]:
-        """The stored events a read-ahead `statement` selects, in one round trip."""
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, params, prepare=True)
-            rows = curs.fetchall()
-        return [
-            StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
-            for row in rows
-        ]
-
-    def _since_snapshot_statement(self, snapshots_table: str) -> str:
-        statement = self._since_snapshot_statements.get(snapshots_table)
-        if statement is None:
-            statement = (
-                SQL(SINCE_SNAPSHOT)
-                .format(
-                    schema=Identifier(self.datastore.schema),
-                    events=Identifier(self.events_table_name),
-                    snapshots=Identifier(snapshots_table),
-                )
-                .as_string()
-            )
-            self._since_snapshot_statements[snapshots_table] = statement
-        return statement
+    async def write_along(self, statements: Sequence[Statement]) -> list[Rows]:
+        """Runs `statements` (in order, their parameters in binary) in the committer's next transaction,
+        with the events of that batch or alone, and gives the rows each returned, awaited on the running
+        event loop. If one of them fails, only this companion fails, with psycopg's error; a fault of the
+        connection fails it with eventsourcing's, as it fails the saves (then it may have committed)."""
+        save, rows = companion(statements, asyncio.get_running_loop())
+        self._ensure_committer()
+        self._queue.put(save)
+        try:
+            return await asyncio.wait_for(asyncio.shield(rows), SAVE_WAIT_LIMIT)
+        except TimeoutError:
+            landed = "took" if self._queue.withdraw(save) else "confirmed"
+            limit = f"{SAVE_WAIT_LIMIT:g} s"
+            raise OperationalError(f"the database {landed} no statement within {limit}") from None
 
     def _ensure_committer(self) -> None:
         if self._committer is not None:
@@ -396,7 +241,9 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
 
     def commit_batch(self, batch: list[PendingSave]) -> None:
         """Writes `batch` in one transaction and wakes its waiters after COMMIT."""
-        GROUP_COMMIT_SAVES.observe(len(batch))
+        saves = sum(1 for save in batch if save.events)
+        if saves:
+            GROUP_COMMIT_SAVES.observe(saves)
         try:
             with self.datastore.get_connection() as conn:
                 try:
@@ -414,32 +261,41 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
             start += len(save.events)
 
     def _write_together(self, conn: Connection[DictRow], batch: list[PendingSave]) -> tuple[list[int], bool]:
-        """One round trip: BEGIN, lock, NOTIFY, INSERT ... RETURNING, the partners' write positions and
-        COMMIT, pipelined. The notification ids, and whether the write positions were kept with them."""
+        """One round trip: BEGIN, lock, NOTIFY, INSERT ... RETURNING, the partners' write positions, the
+        companions' statements and COMMIT, pipelined (a batch of companions alone takes no lock and sends
+        no NOTIFY). The notification ids, and whether the write positions were kept with them; each
+        companion's rows are put on it."""
         columns = _columns([event for save in batch for event in save.events])
         positions = self._positions(batch)
+        companions = [save for save in batch if save.statements]
         try:
             with conn.cursor() as control, conn.cursor() as insert, conn.pipeline() as pipeline:
                 control.execute(BEGIN)
-                self._lock_table(control)
-                control.execute(self.notify_statement)
-                insert.execute(self.insert_keyed_statement, columns, prepare=True, binary=True)
+                self._set_timeouts(control)
+                if columns[0]:
+                    control.execute(self.lock_statement, prepare=True)
+                    control.execute(self.notify_statement)
+                    insert.execute(self.insert_keyed_statement, columns, prepare=True, binary=True)
                 if positions is not None:
                     control.execute(self.positions_statement, positions, prepare=True, binary=True)
+                cursors = [_sent(conn, save.statements) for save in companions]
                 control.execute(COMMIT)
                 pipeline.sync()
-                ids = [row["notification_id"] for row in insert.fetchall()]
+                ids = [row["notification_id"] for row in insert.fetchall()] if columns[0] else []
+                rows = [[cursor.fetchall() for cursor in sent] for sent in cursors]
         except BaseException:
             if conn.info.transaction_status != TransactionStatus.IDLE:
                 conn.rollback()
             raise
         if len(ids) != len(columns[0]):
             raise OperationalError(f"inserted {len(columns[0])} events but got {len(ids)} notification ids")
+        for save, returned in zip(companions, rows, strict=True):
+            save.rows = returned
         return ids, positions is not None
 
     def _positions(
         self, batch: Sequence[PendingSave], written: Sequence[Sequence[int]] | None = None
-    ) -> tuple[list[str], list[int | None]] | None:
+    ) -> tuple[TextArray, Int8Array] | None:
         """The write positions statement's parameters: each partner whose request saved in `batch`, with
         its last notification id among `written` (each save's ids) or, without them, NULL (the batch's
         last); None when there is nothing to keep."""
@@ -457,23 +313,23 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         if not last:
             return None
         partners = sorted(last)  # one row each, in one order
-        return partners, [last[partner] for partner in partners]
+        return TextArray(partners), Int8Array([last[partner] for partner in partners])
 
     def _write_one_by_one(self, conn: Connection[DictRow], batch: list[PendingSave]) -> None:
-        """The conflict path: each save under its own savepoint; only the conflicting ones are refused."""
+        """The conflict path: each save (and each companion) under its own savepoint; only those refused
+        fail, a save with the library's error, a companion with psycopg's."""
         outcomes: list[tuple[PendingSave, list[int] | BaseException]] = []
         with conn.transaction(), conn.cursor() as curs:
-            self._lock_table(curs)
-            curs.execute(self.notify_statement)
+            self._set_timeouts(curs)
+            if any(save.events for save in batch):
+                curs.execute(self.lock_statement, prepare=True)
+                curs.execute(self.notify_statement)
             for save in batch:
                 try:
                     with conn.transaction():
-                        curs.execute(
-                            self.insert_keyed_statement, _columns(save.events), prepare=True, binary=True
-                        )
-                        outcomes.append((save, [row["notification_id"] for row in curs.fetchall()]))
+                        outcomes.append((save, self._write_alone(conn, curs, save)))
                 except SAVE_ERRORS as refused:
-                    outcomes.append((save, _as_library_error(refused)))
+                    outcomes.append((save, _as_library_error(refused) if save.events else refused))
             kept = self._keep_positions_alone(
                 curs, [(save, outcome) for save, outcome in outcomes if isinstance(outcome, list)]
             )
@@ -483,6 +339,14 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
                 save.fail(outcome)
             else:
                 save.succeed(outcome, position_kept=kept)
+
+    def _write_alone(self, conn: Connection[DictRow], curs: Any, save: PendingSave) -> list[int]:
+        """One save's events (their notification ids), or one companion's statements (rows put on it)."""
+        if not save.events:
+            save.rows = [cursor.fetchall() for cursor in _sent(conn, save.statements)]
+            return []
+        curs.execute(self.insert_keyed_statement, _columns(save.events), prepare=True, binary=True)
+        return [row["notification_id"] for row in curs.fetchall()]
 
     def _keep_positions_alone(self, curs: Any, written: list[tuple[PendingSave, list[int]]]) -> bool:
         """The write positions of the saves written one by one, under a savepoint of their own: if they
@@ -509,11 +373,12 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
                 save.ambiguous = True
                 save.fail(fault)
             return
-        for save in batch:
+        for save in batch:  # a companion's statements cannot be read back: it fails, as one that may have run
             keys = [(event.originator_id, event.originator_version, event.state) for event in save.events]
-            if all(key in found for key in keys):
+            if keys and all(key in found for key in keys):
                 save.succeed([found[key] for key in keys])
             else:
+                save.ambiguous = save.ambiguous or not keys
                 save.fail(fault)
 
     def _read_back(self, batch: list[PendingSave]) -> dict[tuple[UUID, int, bytes], int] | None:
@@ -521,6 +386,8 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         state): the same bytes, so another writer's events at those versions do not count. None if the
         store cannot be read."""
         originator_ids = list({event.originator_id for save in batch for event in save.events})
+        if not originator_ids:
+            return {}
         for delay in READ_BACK_ATTEMPTS:
             time.sleep(delay)
             try:
@@ -535,12 +402,12 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
             }
         return None
 
-    def _lock_table(self, curs: Any) -> None:
-        """The library's table lock, with this recorder's lock and statement timeouts: set for the
-        transaction, unless the connection was opened with them (nothing changes them after)."""
+    def _set_timeouts(self, curs: Any) -> None:
+        """This recorder's lock and statement timeouts, for the transaction, unless the connection was
+        opened with them (nothing changes them after). The library's table lock follows, if the batch has
+        events."""
         if not self._opened_with_timeouts(curs.connection):
             curs.execute(self.timeouts_statement, prepare=True)
-        curs.execute(self.lock_statement, prepare=True)
 
     def _opened_with_timeouts(self, conn: Connection[Any]) -> bool:
         """True when `conn` was opened with exactly this recorder's timeouts in its libpq options (as
@@ -550,15 +417,15 @@ class GroupCommitRecorder(SerialSchemaCreation, PostgresApplicationRecorder):
         return settings == self.timeouts_on_connect
 
 
-@functools.cache
-def _histories_and_latest(schema: str, events_table: str, snapshots_table: str) -> str:
-    return (
-        SQL(HISTORIES_AND_LATEST)
-        .format(
-            schema=Identifier(schema), events=Identifier(events_table), snapshots=Identifier(snapshots_table)
-        )
-        .as_string()
-    )
+def _sent(conn: Connection[Any], statements: Sequence[Statement]) -> list[Any]:
+    """Executes a companion's statements, each on a cursor of its own (rows as tuples), and returns the
+    cursors: in a pipeline their rows are there once it is synced."""
+    cursors = []
+    for statement, parameters in statements:
+        cursor = conn.cursor(row_factory=tuple_row)
+        cursor.execute(statement, parameters, prepare=True, binary=True)
+        cursors.append(cursor)
+    return cursors
 
 
 def _may_have_committed(fault: BaseException) -> bool:
@@ -577,12 +444,12 @@ def _as_library_error(error: Exception) -> PersistenceError:
     return InternalError(str(error))
 
 
-def _columns(events: Sequence[StoredEvent]) -> tuple[list[UUID], list[int], list[str], list[bytes]]:
-    """The events as four arrays, which psycopg sends far faster than an array of composite values (and,
-    as `%b` parameters, in binary: the states as they are, not escaped as text)."""
+def _columns(events: Sequence[StoredEvent]) -> tuple[UUIDArray, Int8Array, TextArray, ByteaArray]:
+    """The events as four arrays, which psycopg sends far faster than an array of composite values; as
+    binary arrays built in one pass (`application.store.binary_arrays`), the states as they are."""
     return (
-        [event.originator_id for event in events],
-        [event.originator_version for event in events],
-        [event.topic for event in events],
-        [event.state for event in events],
+        UUIDArray([event.originator_id for event in events]),
+        Int8Array([event.originator_version for event in events]),
+        TextArray([event.topic for event in events]),
+        ByteaArray([event.state for event in events]),
     )

@@ -13,6 +13,8 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from application.store.database import ensure_schema, eventsourcing_env
+from application.store.log import LedgerLog
 from interface.idempotency import IdempotencyStore, StoredResponse
 from interface.problems import ApiProblem
 from interface.statement_batches import StatementBatches
@@ -87,22 +89,30 @@ def test_a_lone_item_runs_alone_and_a_later_one_in_a_batch_of_its_own():
 # --- the store's batches on PostgreSQL ------------------------------------------------------------------
 
 
-@pytest.fixture
-def store(database_url: str) -> Iterator[tuple[IdempotencyStore, BlockingPortal]]:
+@pytest.fixture(params=["in the event store's transactions", "on the async pool"])
+def store(
+    request: pytest.FixtureRequest, database_url: str
+) -> Iterator[tuple[IdempotencyStore, BlockingPortal]]:
+    """The keys' table, its claims and answers written as the service writes them (riding in the group
+    committer's transactions) or, as with the library's recorder, on the async pool."""
     async_pool = AsyncConnectionPool(
         database_url, min_size=1, max_size=1, open=False, kwargs={"autocommit": True}
     )
+    ensure_schema(database_url, "ledger")
+    events = LedgerLog(env=eventsourcing_env(database_url, "ledger"))
+    along_events = events.recorder.write_along if request.param.startswith("in the event") else None
     with (
         ConnectionPool(database_url, min_size=1, max_size=2, open=True) as pool,
         start_blocking_portal() as loop,
     ):
         loop.call(async_pool.open)
-        keys = IdempotencyStore(pool, "api", async_pool)
+        keys = IdempotencyStore(pool, "api", async_pool, along_events)
         keys.create_table()
         try:
             yield keys, loop
         finally:
             loop.call(async_pool.close)
+            events.close()
 
 
 def claim_all(store: IdempotencyStore, loop: BlockingPortal, keys: list[str]) -> list[object]:

@@ -1,0 +1,171 @@
+"""The event store's reads: what a use case reads ahead in one round trip, and reads that fail fast.
+
+`ReadAheadQueries` is mixed into the group-commit recorder (`application.store.group_commit`), so the use
+cases' read-ahead (`LedgerStore.loading`) reads with it:
+- `select_events_of(ids, snapshots_table)`: several aggregates' events in one round trip, in version order per
+  aggregate, each from its latest snapshot on when it has one.
+- `select_histories_and_latest_of(ids, latest_ids, snapshots_table)`: the same for `ids`, and of each of
+  `latest_ids` only its latest event (a limit window is built from its last event, which carries its total).
+- The library's own reads (`select_events`, `select_notifications`, `max_notification_id`) tried twice, not
+  ten times (`fail_fast`): a request learns within one timeout that the store cannot be read.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import InterfaceError, Notification, OperationalError, StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder
+from psycopg.sql import SQL, Identifier
+
+from application.store.binary_arrays import UUIDArray
+
+REFUSED_BEFORE_COMMIT = frozenset({"55P03", "57014"})  # lock_not_available, query_canceled (a timeout)
+# An aggregate's latest snapshot (if it has one) and its events after it, for several aggregates at once.
+SINCE_SNAPSHOT = """
+WITH latest AS (
+    SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state
+    FROM {schema}.{snapshots} WHERE originator_id = ANY(%(ids)b)
+    ORDER BY originator_id, originator_version DESC
+)
+SELECT originator_id, originator_version, topic, state FROM latest
+UNION ALL
+SELECT e.originator_id, e.originator_version, e.topic, e.state
+FROM {schema}.{events} e LEFT JOIN latest l USING (originator_id)
+WHERE e.originator_id = ANY(%(ids)b) AND e.originator_version > coalesce(l.originator_version, 0)
+ORDER BY 1, 2
+"""
+# Several aggregates' histories (each from its latest snapshot, if it has one) and, for others, only their
+# latest event: one backward step on the primary key each, however long their histories.
+HISTORIES_AND_LATEST = """
+WITH snapshot AS (
+    SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state
+    FROM {schema}.{snapshots} WHERE originator_id = ANY(%(ids)b)
+    ORDER BY originator_id, originator_version DESC
+)
+SELECT originator_id, originator_version, topic, state FROM snapshot
+UNION ALL
+SELECT e.originator_id, e.originator_version, e.topic, e.state
+FROM {schema}.{events} e LEFT JOIN snapshot s USING (originator_id)
+WHERE e.originator_id = ANY(%(ids)b) AND e.originator_version > coalesce(s.originator_version, 0)
+UNION ALL
+SELECT last.originator_id, last.originator_version, last.topic, last.state
+FROM unnest(%(latest_ids)b) AS wanted (originator_id) CROSS JOIN LATERAL (
+    SELECT originator_id, originator_version, topic, state FROM {schema}.{events}
+    WHERE originator_id = wanted.originator_id ORDER BY originator_version DESC LIMIT 1
+) last
+ORDER BY 1, 2
+"""
+
+
+def fail_fast(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A read of the store, tried twice: enough to replace a connection that died (the library tries 10
+    times, each waiting up to the pool's timeout for a connection: 50 s before a request learns the database
+    is down). A read the server cancelled (its connection's lock or statement timeout) is not tried again:
+    the caller learns within one timeout that the store is blocked."""
+
+    @functools.wraps(method)
+    def read(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except (InterfaceError, OperationalError) as error:
+            if getattr(error.__cause__, "sqlstate", None) in REFUSED_BEFORE_COMMIT:
+                raise
+        time.sleep(0.2)
+        return method(*args, **kwargs)
+
+    return read
+
+
+class ReadAheadQueries(PostgresApplicationRecorder):
+    """The read side of the ledger's recorder (see the module docstring)."""
+
+    select_events_of_statement: str
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.select_events_of_statement = (
+            SQL(
+                "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
+                " WHERE originator_id = ANY(%(ids)b) ORDER BY originator_id, originator_version"
+            )
+            .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+            .as_string()
+        )
+        self._since_snapshot_statements: dict[str, str] = {}
+
+    @fail_fast
+    def select_events(self, *args: Any, **kwargs: Any) -> Sequence[StoredEvent]:
+        return PostgresApplicationRecorder.select_events.__wrapped__(self, *args, **kwargs)
+
+    @fail_fast
+    def select_notifications(self, *args: Any, **kwargs: Any) -> Sequence[Notification]:
+        return PostgresApplicationRecorder.select_notifications.__wrapped__(self, *args, **kwargs)
+
+    @fail_fast
+    def max_notification_id(self) -> int | None:
+        return PostgresApplicationRecorder.max_notification_id.__wrapped__(self)
+
+    @fail_fast
+    def select_events_of(
+        self, originator_ids: Sequence[UUID], snapshots_table: str | None = None
+    ) -> list[StoredEvent]:
+        """The events of several aggregates in one round trip, in version order per aggregate. With
+        `snapshots_table`, an aggregate that has a snapshot there starts with its latest snapshot, followed
+        by its events after it."""
+        statement = self.select_events_of_statement
+        if snapshots_table is not None:
+            statement = self._since_snapshot_statement(snapshots_table)
+        return self._stored_events(statement, {"ids": UUIDArray(originator_ids)})
+
+    @fail_fast
+    def select_histories_and_latest_of(
+        self, originator_ids: Sequence[UUID], latest_ids: Sequence[UUID], snapshots_table: str
+    ) -> list[StoredEvent]:
+        """In one round trip, the events of `originator_ids` as `select_events_of` reads them with
+        `snapshots_table`, and of each of `latest_ids` (ids not among `originator_ids`) only its latest
+        event; in version order per aggregate."""
+        statement = _histories_and_latest(self.datastore.schema, self.events_table_name, snapshots_table)
+        return self._stored_events(
+            statement, {"ids": UUIDArray(originator_ids), "latest_ids": UUIDArray(latest_ids)}
+        )
+
+    def _stored_events(self, statement: str, params: dict[str, Any]) -> list[StoredEvent]:
+        """The stored events a read-ahead `statement` selects, in one round trip."""
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, params, prepare=True)
+            rows = curs.fetchall()
+        return [
+            StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
+            for row in rows
+        ]
+
+    def _since_snapshot_statement(self, snapshots_table: str) -> str:
+        statement = self._since_snapshot_statements.get(snapshots_table)
+        if statement is None:
+            statement = (
+                SQL(SINCE_SNAPSHOT)
+                .format(
+                    schema=Identifier(self.datastore.schema),
+                    events=Identifier(self.events_table_name),
+                    snapshots=Identifier(snapshots_table),
+                )
+                .as_string()
+            )
+            self._since_snapshot_statements[snapshots_table] = statement
+        return statement
+
+
+@functools.cache
+def _histories_and_latest(schema: str, events_table: str, snapshots_table: str) -> str:
+    return (
+        SQL(HISTORIES_AND_LATEST)
+        .format(
+            schema=Identifier(schema), events=Identifier(events_table), snapshots=Identifier(snapshots_table)
+        )
+        .as_string()
+    )

@@ -1,0 +1,121 @@
+"""Companions of the group committer: statements on another table that ride in its next transaction, with
+the events of that batch or alone (an Idempotency-Key's claim and answer use them)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+from eventsourcing.application import Application
+from eventsourcing.persistence import OperationalError
+
+from application.store import group_commit
+from application.store.binary_arrays import TextArray
+from application.store.group_commit import GroupCommitRecorder
+from application.store.save_queue import PendingSave
+from tests.application.notes import Note
+
+
+@pytest.fixture
+def notebook(pooled_env: dict[str, str]) -> Iterator[Application[UUID]]:
+    app: Application[UUID] = Application(env=pooled_env)
+    recorder = recorder_of(app)
+    with recorder.datastore.get_connection() as connection:
+        connection.execute(f'CREATE TABLE "{recorder.datastore.schema}".words (word text PRIMARY KEY)')
+    yield app
+    app.close()
+
+
+def recorder_of(app: Application[UUID]) -> GroupCommitRecorder:
+    assert isinstance(app.recorder, GroupCommitRecorder)
+    return app.recorder
+
+
+def words_table(app: Application[UUID]) -> str:
+    return f'"{recorder_of(app).datastore.schema}".words'
+
+
+def insert_words(app: Application[UUID], *words: str) -> tuple[str, tuple[Any, ...]]:
+    statement = f"INSERT INTO {words_table(app)} (word) SELECT unnest(%s::text[]) RETURNING word"
+    return statement, (TextArray(words),)
+
+
+def stored_words(app: Application[UUID]) -> list[str]:
+    with recorder_of(app).datastore.get_connection() as connection:
+        rows = connection.execute(f"SELECT word FROM {words_table(app)} ORDER BY word").fetchall()
+    return [row["word"] for row in rows]
+
+
+def pending_companion(*statements: tuple[str, tuple[Any, ...]]) -> PendingSave:
+    """A companion as `write_along` queues it, without the event loop that would await it."""
+    return PendingSave((), statements=list(statements))
+
+
+def test_a_companion_alone_commits_its_statements_and_gives_back_each_ones_rows(notebook):
+    count = (f"SELECT count(*) FROM {words_table(notebook)}", ())
+
+    async def write() -> list[Any]:
+        return await recorder_of(notebook).write_along([insert_words(notebook, "alpha", "beta"), count])
+
+    assert asyncio.run(write()) == [[("alpha",), ("beta",)], [(2,)]]
+    assert stored_words(notebook) == ["alpha", "beta"]
+
+
+def test_a_companion_shares_the_transaction_of_the_events_in_its_batch(notebook):
+    note = Note("saved with a companion")
+    events = [notebook.mapper.to_stored_event(event) for event in note.collect_events()]
+    batch = [PendingSave(events), pending_companion(insert_words(notebook, "gamma"))]
+    recorder = recorder_of(notebook)
+    before = recorder.batches_committed
+    recorder.commit_batch(batch)
+    assert recorder.batches_committed == before + 1
+    assert [save.error for save in batch] == [None, None]
+    assert batch[1].rows == [[("gamma",)]]
+    assert stored_words(notebook) == ["gamma"]
+    assert notebook.repository.get(note.id).text == "saved with a companion"
+
+
+def test_a_companion_the_database_refuses_fails_alone_and_the_events_of_its_batch_land(notebook):
+    recorder_of(notebook).commit_batch([pending_companion(insert_words(notebook, "delta"))])
+    note = Note("lands beside a refused companion")
+    events = [notebook.mapper.to_stored_event(event) for event in note.collect_events()]
+    duplicate = pending_companion(insert_words(notebook, "delta"))
+    fresh = pending_companion(insert_words(notebook, "epsilon"))
+    batch = [duplicate, PendingSave(events), fresh]
+    recorder_of(notebook).commit_batch(batch)
+    assert isinstance(duplicate.error, psycopg.errors.UniqueViolation)  # psycopg's: the caller splits on it
+    assert batch[1].error is None and fresh.error is None
+    assert stored_words(notebook) == ["delta", "epsilon"]
+    assert notebook.repository.get(note.id).text == "lands beside a refused companion"
+
+
+def test_a_companion_whose_connection_was_lost_after_commit_fails_as_one_that_may_have_run(
+    notebook, monkeypatch
+):
+    original = GroupCommitRecorder._write_together
+
+    def lost_after_commit(self: GroupCommitRecorder, conn: Any, batch: list[PendingSave]) -> Any:
+        original(self, conn, batch)
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(GroupCommitRecorder, "_write_together", lost_after_commit)
+    save = pending_companion(insert_words(notebook, "zeta"))
+    recorder_of(notebook).commit_batch([save])
+    assert isinstance(save.error, OperationalError)
+    assert save.ambiguous
+    assert stored_words(notebook) == ["zeta"]  # it did run: its caller cannot know, and must not assume not
+
+
+def test_a_companion_whose_committer_does_not_return_fails_within_the_wait_limit(notebook, monkeypatch):
+    monkeypatch.setattr(group_commit, "SAVE_WAIT_LIMIT", 0.3)
+    monkeypatch.setattr(GroupCommitRecorder, "commit_batch", lambda self, batch: None)  # never settles
+
+    async def write() -> Any:
+        return await recorder_of(notebook).write_along([insert_words(notebook, "eta")])
+
+    with pytest.raises(OperationalError, match=r"within 0\.3 s"):
+        asyncio.run(write())
