@@ -9,6 +9,12 @@ as its tracking position, so a crash never loses one and never makes two:
 - `sequence` counts the transaction's status changes from 1, so deliveries are sent in that order;
 - `state` is the transaction as it stood after the event; the body is rendered from it at send time.
 
+A transaction created without a callback URL (it cannot get one later: the URL is its order's) never has a
+delivery. Its row in `callback_transactions` is a marker with an empty `state`, written once from its first
+event; its later events are only passed over. So a platform that uses no callbacks pays no snapshot of each
+transaction (`Snapshot.take` and its JSON) and no replay of it per event. Rows kept in full before stay as
+they are.
+
 The delivery columns (`status`, `attempts`, `next_attempt_at`, lease) and the tables `callback_attempts` and
 `callback_endpoints` are written by the delivery worker (`delivery`, `outbox`), never by the projection.
 A rebuild (`reset`) empties `callback_transactions` only: replaying the events derives the same event ids,
@@ -25,6 +31,7 @@ from typing import Any
 from eventsourcing.dispatch import singledispatchmethod
 from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
+from eventsourcing.utils import get_topic
 from psycopg.sql import SQL, Composed
 
 from domain.transaction import Transaction
@@ -33,6 +40,7 @@ from projections.callbacks.snapshots import StoredState, restore, store
 from projections.json_rows import ANY_ID, as_json, json_rows
 from projections.postgres import ReadModel
 
+NO_URL = "no callback URL"  # the status column of a marker row (see the module's docstring)
 EVENT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:broker-ledger:callbacks")
 
 
@@ -49,6 +57,7 @@ class _Changes:
     serves both tables."""
 
     states: dict[uuid.UUID, tuple[Transaction, int]] = field(default_factory=dict)  # with its sequence
+    silent: list[tuple[Any, ...]] = field(default_factory=list)  # rows of transactions without callbacks
     deliveries: list[list[Any]] = field(default_factory=list)
     unsettled: dict[uuid.UUID, list[Any]] = field(default_factory=dict)  # deliveries of the latest state
 
@@ -89,7 +98,7 @@ class _Changes:
             delivery = self.unsettled.pop(transaction_id, None)
             if delivery is not None:
                 _settle(delivery, stored)
-        return states, [tuple(delivery) for delivery in self.deliveries]
+        return [*states, *self.silent], [tuple(delivery) for delivery in self.deliveries]
 
 
 def _settle(delivery: list[Any], stored: StoredState) -> None:
@@ -108,6 +117,10 @@ class CallbackOutbox(ReadModel):
         with self.recording(tracking) as curs:
             kept = self._kept_states(curs, event.originator_id)
             row = kept.get(event.originator_id)
+            if _calls_back_never(event, row):
+                if row is None:
+                    self._keep_silent(curs, event, kept)
+                return
             changes = self._changes(curs)
             changes.moving_on(event.originator_id)
             before = _aggregate(event.originator_id, row) if row else None
@@ -121,6 +134,17 @@ class CallbackOutbox(ReadModel):
             changes.states[after.id] = (after, sequence)
             if self.kept() is None:
                 self._write(changes, curs)
+
+    def _keep_silent(self, curs: Any, event: Any, kept: dict[uuid.UUID, dict[str, Any]]) -> None:
+        """The marker of a transaction created without a callback URL (`state` empty), from its first
+        event: nothing else of it is ever kept."""
+        order = event.order
+        kept[event.originator_id] = {"state": b"", "sequence": 0}
+        changes = self._changes(curs)
+        marker = (event.originator_id, order.partner, order.code, 0, get_topic(Transaction), b"", NO_URL, 0)
+        changes.silent.append(marker)
+        if self.kept() is None:
+            self._write(changes, curs)
 
     def _changes(self, curs: Any) -> _Changes:
         """The changes of the batch, written at its end (see `_Changes`); outside a batch, a new one."""
@@ -163,6 +187,15 @@ class CallbackOutbox(ReadModel):
 
     def _insert_deliveries(self) -> Composed:
         return SQL(ENQUEUE).format(outbox=self.table(OUTBOX))
+
+
+def _calls_back_never(event: Any, row: dict[str, Any] | None) -> bool:
+    """Whether the transaction of `event` was created without a callback URL: its kept row is the marker,
+    or `event` creates it with an order that has none."""
+    if row is not None:
+        return "aggregate" not in row and not row["state"]
+    order = getattr(event, "order", None)
+    return order is not None and not order.callback_url
 
 
 def _aggregate(transaction_id: uuid.UUID, row: dict[str, Any]) -> Transaction:

@@ -7,13 +7,14 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from eventsourcing.persistence import Tracking
 from psycopg.rows import dict_row
 
 from application.commands import BuyRequest
 from application.ledger import Ledger
 from application.settings import Settings
 from projections.callbacks.projection import CallbackOutbox, event_id
-from projections.callbacks.snapshots import StoredState, restore
+from projections.callbacks.snapshots import StoredState, restore, store
 from tests.projections.callbacks.support import (
     SELL_METHOD_HOOK,
     Trades,
@@ -138,6 +139,62 @@ def test_a_transaction_without_a_url_has_no_delivery(
     trades = Trades(store_ledger, addresses)
     trades.complete(trades.buy(None))
     project(store_ledger, outbox)
+    assert outbox_rows(fresh_database) == []
+
+
+def kept_states(database: str) -> dict[str, dict[str, Any]]:
+    with psycopg.connect(database, row_factory=dict_row) as conn:
+        rows = conn.execute("SELECT * FROM read.callback_transactions").fetchall()
+    return {row["transaction_code"]: row for row in rows}
+
+
+def test_a_transaction_without_a_url_is_kept_only_as_a_marker_through_all_its_events(
+    store_ledger: Ledger,
+    addresses: Any,
+    outbox: CallbackOutbox,
+    fresh_database: str,
+) -> None:
+    trades = Trades(store_ledger, addresses)
+    silent, hooked = trades.buy(None), trades.buy(HOOK)
+    project(store_ledger, outbox)
+    trades.complete(silent)  # its later events, one projection batch after its first
+    trades.complete(hooked)
+    project(store_ledger, outbox)
+    kept = kept_states(fresh_database)
+    assert (bytes(kept[silent.code]["state"]), kept[silent.code]["sequence"]) == (b"", 0)
+    assert kept[silent.code]["status"] == "no callback URL"
+    final = store_ledger.transaction("demo", hooked.code)
+    restored = restore(
+        StoredState(
+            final.id, kept[hooked.code]["version"], kept[hooked.code]["topic"], kept[hooked.code]["state"]
+        )
+    )
+    assert restored.status == final.status and kept[hooked.code]["version"] == final.version
+    assert {row["transaction_code"] for row in outbox_rows(fresh_database)} == {hooked.code}
+
+
+def test_a_transaction_without_a_url_kept_in_full_before_goes_on_without_a_delivery(
+    store_ledger: Ledger,
+    addresses: Any,
+    outbox: CallbackOutbox,
+    fresh_database: str,
+) -> None:
+    """A store projected before the marker existed holds such a transaction's whole state: its later events
+    move that state on as before, and still deliver nothing."""
+    trades = Trades(store_ledger, addresses)
+    buy = trades.buy(None)
+    transaction = store_ledger.transaction("demo", buy.code)
+    stored = store(transaction)
+    outbox.insert_tracking(Tracking("Ledger", store_ledger.recorder.max_notification_id()))
+    with psycopg.connect(fresh_database) as conn:
+        conn.execute(
+            "INSERT INTO read.callback_transactions VALUES (%s, 'demo', %s, %s, %s, %s, %s, 0)",
+            (transaction.id, buy.code, stored.version, stored.topic, stored.state, str(transaction.status)),
+        )
+    trades.complete(buy)
+    project(store_ledger, outbox)
+    kept = kept_states(fresh_database)[buy.code]
+    assert kept["version"] == store_ledger.transaction("demo", buy.code).version
     assert outbox_rows(fresh_database) == []
 
 
