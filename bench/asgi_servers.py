@@ -1,11 +1,17 @@
 """Measures the broker API under uvicorn and under granian, side by side, with wrk.
 
-Usage: .venv/bin/python bench/asgi_servers.py [--seconds 10] [--connections 64] [--workers 2]
+Usage: .venv/bin/python bench/asgi_servers.py [--seconds 10] [--connections 64] [--workers 2] [--rounds 1]
+
+granian is not a dependency of the service: install it first (`.venv/bin/pip install granian`).
 
 Each server runs the real application (`interface.app:create_app`) with the same number of workers on a
-fresh database of the PostgreSQL at $DATABASE_URL (default: the local server on 127.0.0.1:5432). Two
-workloads: GET /prices/EUR (token, version, routing, encoding: no database) and POST /brokerbuy/simulate
-(also loads the customer and the account from the event store). Prints requests/s and latency per server.
+fresh database of the PostgreSQL at $DATABASE_URL (default: the local server on 127.0.0.1:5432), its
+projections in-process. Three workloads: GET /prices/EUR (token, version, routing, encoding: no database),
+POST /brokerbuy/simulate (also loads the customer and the account from the event store) and POST /brokerbuy
+(a created buy, committed at once, with a new Idempotency-Key each: bench/wrk_buy.lua over 50 customers).
+Prints requests/s, latency and the whole machine's CPU per request (/proc/stat: the server, its projections,
+PostgreSQL and wrk) per server. With --rounds 2 or more the servers take turns, so that a drift of the shared
+machine's speed does not favour the one measured first.
 """
 
 from __future__ import annotations
@@ -25,7 +31,11 @@ from pathlib import Path
 
 import httpx
 
-from bench.load_support import bench_settings, drop_database, fresh_database
+from bench.cpu import machine_seconds
+from bench.load_support import bench_settings, create_customers, drop_database, fresh_database
+
+BUY_CUSTOMERS = 50
+WRK_BUY = Path(__file__).with_name("wrk_buy.lua")
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -109,7 +119,16 @@ def prepare_customer(base: str, headers: dict[str, str], code: str) -> None:
         client.post(f"/customer/{code}/accounts", json={"customerCryptoAddress": CUSTOMER_ADDRESS})
 
 
-def wrk(url: str, headers: dict[str, str], seconds: int, connections: int, body: dict | None) -> dict:
+def wrk(
+    url: str,
+    headers: dict[str, str],
+    seconds: int,
+    connections: int,
+    body: dict | None,
+    script_args: list[str] | None = None,
+) -> dict:
+    """One wrk run: a fixed body (or, with `script_args`, bench/wrk_buy.lua's buys), and the whole
+    machine's CPU milliseconds per request."""
     command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
@@ -117,12 +136,23 @@ def wrk(url: str, headers: dict[str, str], seconds: int, connections: int, body:
         script = Path(tempfile.mkdtemp(prefix="bl-wrk-")) / "post.lua"
         script.write_text(f'wrk.method = "POST"\nwrk.body = {json.dumps(json.dumps(body))}\n')
         command += ["-s", str(script)]
-    output = subprocess.check_output([*command, url], text=True)
+    if script_args is not None:
+        command += ["-s", str(WRK_BUY)]
+    before = machine_seconds()
+    output = subprocess.check_output(
+        [*command, url, *(["--", *script_args] if script_args else [])], text=True
+    )
+    cpu = machine_seconds() - before
+    requests = int(re.search(r"(\d+) requests in", output).group(1))
+    refused = re.findall(r"BENCH status_(\d+) (\d+)", output)
     return {
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
-        "p50": re.search(r"50%\s+(\S+)", output).group(1),
-        "p99": re.search(r"99%\s+(\S+)", output).group(1),
-        "non2xx": int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", output)) else 0,
+        "p50": re.search(r"50(?:\.000)?%\s+(\S+)", output).group(1),
+        "p99": re.search(r"99(?:\.000)?%\s+(\S+)", output).group(1),
+        "non2xx": int(m.group(1))
+        if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", output))
+        else sum(int(n) for status, n in refused if not status.startswith("2")),
+        "cpu_ms": 1000 * cpu / max(requests, 1),
     }
 
 
@@ -142,6 +172,7 @@ def measure(name: str, args: argparse.Namespace, server_url: str) -> dict[str, d
             "Content-Type": "application/json",
         }
         prepare_customer(base, headers, "bench")
+        create_customers(base, headers["Authorization"].removeprefix("Bearer "), buyers())
         simulate = {
             "customerCode": "bench",
             "currencyCode": "EUR",
@@ -155,6 +186,14 @@ def measure(name: str, args: argparse.Namespace, server_url: str) -> dict[str, d
             "POST /brokerbuy/simulate": wrk(
                 f"{base}/brokerbuy/simulate", headers, args.seconds, args.connections, simulate
             ),
+            "POST /brokerbuy (created)": wrk(
+                f"{base}/brokerbuy",
+                {"Authorization": headers["Authorization"]},
+                args.seconds,
+                args.connections,
+                None,
+                ["bench-", str(BUY_CUSTOMERS), f"{name}-{port}", "20", CUSTOMER_ADDRESS],
+            ),
         }
     finally:
         stop(process)
@@ -162,23 +201,35 @@ def measure(name: str, args: argparse.Namespace, server_url: str) -> dict[str, d
         drop_database(server_url, database)
 
 
+def buyers() -> list[str]:
+    """The customers bench/wrk_buy.lua buys for (`bench-0` ...), with the trust level `Bench`."""
+    return [f"bench-{index}" for index in range(BUY_CUSTOMERS)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk")
+    if shutil.which("granian", path=str(VENV_BIN)) is None:
+        sys.exit("granian is needed: .venv/bin/pip install granian")
     server_url = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     print(f"{args.workers} workers, {args.connections} connections, {args.seconds} s per run")
-    print(f"{'server':10} {'workload':28} {'req/s':>9} {'p50':>9} {'p99':>9} {'non-2xx':>8}")
-    for name in SERVERS:
-        for workload, figures in measure(name, args, server_url).items():
-            print(
-                f"{name:10} {workload:28} {figures['rps']:9.0f} {figures['p50']:>9} {figures['p99']:>9} "
-                f"{figures['non2xx']:8d}"
-            )
+    print(
+        f"{'server':10} {'workload':28} {'req/s':>9} {'p50':>9} {'p99':>9} {'non-2xx':>8} {'ms CPU/req':>11}"
+    )
+    for _ in range(args.rounds):
+        for name in SERVERS:
+            for workload, figures in measure(name, args, server_url).items():
+                print(
+                    f"{name:10} {workload:28} {figures['rps']:9.0f} {figures['p50']:>9} {figures['p99']:>9} "
+                    f"{figures['non2xx']:8d} {figures['cpu_ms']:11.2f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -22,10 +22,11 @@ What it does, in order:
    CHECKPOINT, so that no run pays for the writes before it), runs wrk
    (one thread, bench/wrk_buy.lua) for --seconds: POST /brokerbuy
    without "stage" (the buy is committed at once, status Sending) of 20 EUR, cycling over the customers,
-   each request with a unique Idempotency-Key. Created buys/s = 2xx responses / wrk's duration; cross-
-   checked with the `Transaction.Staged` events added to ledger.ledger_events during the run, and with the
-   rows added to read.transactions once the projections have caught up (both also count the requests
-   still in flight when wrk stopped, up to one per connection). Latency percentiles are wrk's.
+   each request with a unique Idempotency-Key (none with --without-keys). Created buys/s = 2xx responses /
+   wrk's duration; cross-checked with the `Transaction.Staged` events added to ledger.ledger_events during
+   the run, and with the rows added to read.transactions once the projections have caught up (both also
+   count the requests still in flight when wrk stopped, up to one per connection). Latency percentiles
+   are wrk's.
 4. Projection lag, sampled during each run (method in bench/lag.py): every 5 ms the head of the event log
    and each projection's tracking position are read; each new head id is stamped when first seen and again
    when a projection's position first reaches it; lag = the difference. After wrk stops, sampling goes on
@@ -122,6 +123,11 @@ def parse_args() -> argparse.Namespace:
         "(serve --no-projections beside `broker-ledger projections run`, as compose.yaml does)",
     )
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    parser.add_argument(
+        "--without-keys",
+        action="store_true",
+        help="the measured buys carry no Idempotency-Key (a key's cost: the difference from a run with keys)",
+    )
     args = parser.parse_args()
     args.connections = [int(count) for count in args.connections.split(",") if count.strip()]
     return args
@@ -232,9 +238,8 @@ def load_run(
     sampler = LagSampler(url, tables).start()
     cpu = CpuMeter(cpu_parts).start()
     script_args = [CUSTOMER_PREFIX, str(args.customers), f"load-{os.getpid()}-c{connections}", FIAT_VALUE]
-    wrk = run_wrk(
-        f"{server.base_url}/brokerbuy", token, args.seconds, connections, [*script_args, CUSTOMER_ADDRESS]
-    )
+    script_args += [CUSTOMER_ADDRESS, "no-keys" if args.without_keys else "keys"]
+    wrk = run_wrk(f"{server.base_url}/brokerbuy", token, args.seconds, connections, script_args)
     note("waiting for the projections to process every event of the run")
     caught_up = sampler.wait_caught_up(timeout=CATCH_UP_TIMEOUT)
     sampler.stop()

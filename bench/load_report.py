@@ -288,7 +288,8 @@ def print_results(results: Results, args: argparse.Namespace) -> None:
     print(
         f"broker-ledger serve: {args.workers} workers, projections {args.projections}, "
         f"{args.customers} customers, wrk -t1 for {args.seconds} s per run, {os.cpu_count()} CPUs, "
-        f"group commit {os.environ.get('BROKER_LEDGER_GROUP_COMMIT', 'on')}"
+        f"group commit {os.environ.get('BROKER_LEDGER_GROUP_COMMIT', 'on')}, "
+        f"{'no Idempotency-Key' if getattr(args, 'without_keys', False) else 'an Idempotency-Key per buy'}"
     )
     print(f"setup: {args.customers} customers with accounts over HTTP in {results.setup_seconds:.1f} s")
     print(f"bench settings: {'; '.join(results.settings_changes)}")

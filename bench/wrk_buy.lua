@@ -3,7 +3,10 @@
 --
 --   wrk -t1 -c64 -d15s --latency -H "Authorization: Bearer ..." -s bench/wrk_buy.lua \
 --       http://127.0.0.1:8000/brokerbuy -- <customer prefix> <customers> <key prefix> <fiat value> <address>
+--       [keys|no-keys]
 --
+-- With "no-keys" the requests carry no Idempotency-Key (each buy then gets a code of its own): what a key
+-- costs a buy is the difference.
 -- The headers api_version and Content-Type are set here. response() counts the responses per status;
 -- done() prints machine-readable "BENCH <name> <value>" lines (latencies in microseconds), which
 -- bench/load.py parses, and the start of the first refused response's body.
@@ -21,6 +24,7 @@ function init(args)
    key_prefix = (args[3] or "load") .. "-t" .. thread_id .. "-"
    fiat_value = args[4] or "20"
    address = args[5] or "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4"
+   keyed = args[6] ~= "no-keys"
    sequence = 0
    offset = (thread_id - 1) * 7919  -- threads start at different customers
    statuses = {}
@@ -35,7 +39,9 @@ function request()
    local customer = customer_prefix .. ((offset + sequence) % customers)
    local body = '{"customerCode":"' .. customer .. '","currencyCode":"EUR","cryptoCode":"BTC","fiatValue":'
       .. fiat_value .. ',"destinationAddress":"' .. address .. '","paymentMethodCode":"BANK_EUR_BUY"}'
-   wrk.headers["Idempotency-Key"] = key_prefix .. sequence
+   if keyed then
+      wrk.headers["Idempotency-Key"] = key_prefix .. sequence
+   end
    return wrk.format(nil, nil, nil, body)
 end
 
