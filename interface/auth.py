@@ -232,11 +232,19 @@ class FailedAttempts:
         found = [wait for wait in waits if wait is not None]
         return max(found) if found else None
 
-    def record_failure(self, client_id: str, remote_address: str | None) -> None:
+    def record_failure(self, client_id: str, remote_address: str | None) -> int | None:
+        """Counts a failure, unless the failures counted already reached a limit: then nothing is counted
+        and the seconds to wait are returned. The look and the count are one step under the lock, so
+        concurrent failures never get more than `limit` (or `address_limit`) answers between them."""
         with self._lock:
             now = self._now()
-            for key, limit in self._keys_and_limits(client_id, remote_address):
+            keys_and_limits = self._keys_and_limits(client_id, remote_address)
+            waits = [self._wait(key, limit, now) for key, limit in keys_and_limits]
+            if any(wait is not None for wait in waits):
+                return max(wait for wait in waits if wait is not None)
+            for key, limit in keys_and_limits:
                 self._record(key, limit, now)
+        return None
 
     def clear(self, client_id: str, remote_address: str | None) -> None:
         """Forget the failures of the client id from the address, e.g. after a successful attempt."""

@@ -59,7 +59,9 @@ class TokenIssuance:
             return client
         if retry_after is not None:
             raise _too_many_failures(retry_after)
-        self.attempts.record_failure(client_id, address)
+        retry_after = self.attempts.record_failure(client_id, address)  # others' failures since may fill it
+        if retry_after is not None:
+            raise _too_many_failures(retry_after)
         raise ApiProblem(
             401,
             "invalid_client",

@@ -332,3 +332,22 @@ def test_failed_attempts_count_every_failure_from_many_threads() -> None:
     assert limiter.check("demo-broker", "10.0.0.1") is None  # 999 failures
     limiter.record_failure("demo-broker", "10.0.0.1")
     assert limiter.check("demo-broker", "10.0.0.1") is not None
+
+
+def test_concurrent_failures_from_one_address_are_counted_up_to_its_limit_and_no_further() -> None:
+    limiter = FailedAttempts(limit=10, window_seconds=60, address_limit=30)
+    barrier = threading.Barrier(40)
+    outcomes: list[int | None] = []
+
+    def fail_once(index: int) -> None:
+        barrier.wait()
+        outcomes.append(limiter.record_failure(f"made-up-{index}", "10.0.0.1"))
+
+    threads = [threading.Thread(target=fail_once, args=(index,)) for index in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert outcomes.count(None) == 30  # answered 401; the other ten are told to wait (429)
+    assert all(wait == 60 for wait in outcomes if wait is not None)
