@@ -25,23 +25,8 @@ from psycopg.sql import SQL, Identifier
 from application.store.binary_arrays import UUIDArray
 
 REFUSED_BEFORE_COMMIT = frozenset({"55P03", "57014"})  # lock_not_available, query_canceled (a timeout)
-# An aggregate's latest snapshot (if it has one) and its events after it, for several aggregates at once.
-SINCE_SNAPSHOT = """
-WITH latest AS (
-    SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state
-    FROM {schema}.{snapshots} WHERE originator_id = ANY(%(ids)b)
-    ORDER BY originator_id, originator_version DESC
-)
-SELECT originator_id, originator_version, topic, state FROM latest
-UNION ALL
-SELECT e.originator_id, e.originator_version, e.topic, e.state
-FROM {schema}.{events} e LEFT JOIN latest l USING (originator_id)
-WHERE e.originator_id = ANY(%(ids)b) AND e.originator_version > coalesce(l.originator_version, 0)
-ORDER BY 1, 2
-"""
-# Several aggregates' histories (each from its latest snapshot, if it has one) and, for others, only their
-# latest event: one backward step on the primary key each, however long their histories.
-HISTORIES_AND_LATEST = """
+# Aggregates' histories, each from its latest snapshot (if it has one) on, for several aggregates at once.
+_HISTORIES = """
 WITH snapshot AS (
     SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state
     FROM {schema}.{snapshots} WHERE originator_id = ANY(%(ids)b)
@@ -52,7 +37,13 @@ UNION ALL
 SELECT e.originator_id, e.originator_version, e.topic, e.state
 FROM {schema}.{events} e LEFT JOIN snapshot s USING (originator_id)
 WHERE e.originator_id = ANY(%(ids)b) AND e.originator_version > coalesce(s.originator_version, 0)
-UNION ALL
+"""
+SINCE_SNAPSHOT = _HISTORIES + "ORDER BY 1, 2\n"
+# The same, and for other aggregates only their latest event: one backward step on the primary key each,
+# however long their histories.
+HISTORIES_AND_LATEST = (
+    _HISTORIES
+    + """UNION ALL
 SELECT last.originator_id, last.originator_version, last.topic, last.state
 FROM unnest(%(latest_ids)b) AS wanted (originator_id) CROSS JOIN LATERAL (
     SELECT originator_id, originator_version, topic, state FROM {schema}.{events}
@@ -60,6 +51,7 @@ FROM unnest(%(latest_ids)b) AS wanted (originator_id) CROSS JOIN LATERAL (
 ) last
 ORDER BY 1, 2
 """
+)
 
 
 def fail_fast(method: Callable[..., Any]) -> Callable[..., Any]:
