@@ -54,7 +54,8 @@ from interface.controllers.reading import TransactionReadingController
 from interface.controllers.reserves import ReserveController
 from interface.controllers.sells import BrokerSellController
 from interface.controllers.tokens import TokenController
-from interface.idempotency import MAX_BODY, IdempotencyMiddleware, IdempotencyStore
+from interface.idempotency import MAX_BODY, IdempotencyStore
+from interface.idempotent_requests import IdempotencyMiddleware
 from interface.observability import ObservedLitestar, metrics
 from interface.openapi import openapi_config
 from interface.problems import EXCEPTION_HANDLERS

@@ -17,12 +17,17 @@ The rules, as Stripe documents them:
   exists with another request (the key reused after 24 hours or after a 5xx) is 422
   `idempotency_key_reused`, never the other transaction.
 
-Claims and answers of concurrent requests go to the database together (`StatementBatches`): one statement
-claims every key waiting, one stores every answer waiting, so under load the requests share round trips
-and commits; keys stay independent (one key's refusal or replay is its own). Those statements ride in the
-event store's group-commit transactions (`along_events`, the committer's `write_along`): with the events
-saved at that moment, or alone, so a claim or an answer needs no transaction, commit and round trip of its
-own; with the library's recorder (`BROKER_LEDGER_GROUP_COMMIT=off`) they run on an async pool of their own.
+When a key is claimed is the middleware's (`interface.idempotent_requests`): with the group committer, in
+the transaction of the request's first save (`claim_with_save`: the save's events are written only if the key
+is the request's), or as the request answers when it saved nothing; with the library's recorder
+(`BROKER_LEDGER_GROUP_COMMIT=off`), before the request runs.
+
+Claims made apart from a save and answers of concurrent requests go to the database together
+(`StatementBatches`): one statement claims every key waiting, one stores every answer waiting, so under load
+the requests share round trips and commits; keys stay independent (one key's refusal or replay is its own).
+Those statements ride in the event store's group-commit transactions (`along_events`, the committer's
+`write_along`), with the events saved at that moment or alone, so they need no transaction of their own;
+with the library's recorder they run on an async pool of their own.
 
 Leases are short and renewed (`Leases`) while their requests run, so the claim of a process that was killed
 lapses within LEASE_SECONDS rather than blocking its retries for a minute. A claim whose release failed
@@ -41,13 +46,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import anyio.to_thread
 import psycopg
-from eventsourcing.persistence import PersistenceError
-from litestar.connection import ASGIConnection
-from litestar.enums import ScopeType
-from litestar.middleware import ASGIMiddleware
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+from litestar.types import Scope
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
@@ -58,8 +58,7 @@ from application.store.binary_arrays import (
     TimestamptzArray,
     columns,
 )
-from interface.problems import ApiProblem, refused_before_execution
-from interface.security import authorize_route
+from interface.problems import ApiProblem
 from interface.statement_batches import StatementBatches
 
 HEADER = b"idempotency-key"
@@ -69,7 +68,6 @@ RENEW_SECONDS = 2  # how often a process renews the leases of its running reques
 POOL_WAIT_SECONDS = 5  # the longest a request waits for a connection (as the event store's pool)
 KEEP_HOURS = 24
 log = logging.getLogger("broker_ledger.idempotency")
-REPLAYED_HEADERS = (b"content-type", b"location", b"retry-after", b"www-authenticate")
 
 
 CREATE_LOCK = int.from_bytes(
@@ -163,6 +161,34 @@ FINISH_ONE = (
     " WHERE t.partner = %s AND t.key = %s AND t.created = %s AND t.state = 'running'"
     " RETURNING t.partner, t.key, t.created"
 )
+# A claim that must not fail quietly: it rides with a request's first save (`claim_with_save`), whose events
+# are written only if the key is the request's. Claimed by the rules above, or refused with unique_violation,
+# which fails that save alone (and leaves the batch's other saves to be written).
+CLAIM_OR_RAISE = """
+CREATE OR REPLACE FUNCTION {f}(
+    claim_partner text, claim_key text, claim_fingerprint bytea, lease_seconds integer, keep_hours integer
+) RETURNS timestamptz LANGUAGE plpgsql AS $$
+DECLARE
+    claimed timestamptz;
+BEGIN
+    INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)
+    VALUES (
+        claim_partner, claim_key, claim_fingerprint, 'running', now() + make_interval(secs => lease_seconds)
+    )
+    ON CONFLICT (partner, key) DO UPDATE SET fingerprint = excluded.fingerprint,
+        state = 'running', lease_until = excluded.lease_until, created = now(),
+        status = NULL, headers = NULL, body = NULL
+    WHERE t.created < now() - make_interval(hours => keep_hours)
+        OR (t.state = 'running' AND t.lease_until < now() AND t.fingerprint = excluded.fingerprint)
+    RETURNING t.created INTO claimed;
+    IF claimed IS NULL THEN
+        RAISE EXCEPTION 'Idempotency-Key % of % is held by another request', claim_key, claim_partner
+            USING ERRCODE = 'unique_violation';
+    END IF;
+    RETURN claimed;
+END
+$$
+"""
 # Refusals of a batch's data: the batch is run again key by key, so only the offending request fails.
 REFUSED_DATA = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.ProgrammingError)
 # Statements run in the event store's next transaction; the rows each returned (the group committer's
@@ -194,6 +220,10 @@ class IdempotencyStore:
             sql.SQL(statement).format(t=self.table).as_string()
             for statement in (CLAIM_MANY, CLAIM_ONE, SELECT_CLAIMED_MANY, SELECT_CLAIMED_ONE)
         )
+        self._claim_function = sql.Identifier(schema, "claim_idempotency_key")
+        self._claim_or_raise = (
+            sql.SQL("SELECT {f}(%s, %s, %s, %s::int, %s::int)").format(f=self._claim_function).as_string()
+        )
         self._finish_many, self._finish_one, self._renew_many = (
             sql.SQL(statement).format(t=self.table).as_string()
             for statement in (FINISH_MANY, FINISH_ONE, RENEW_MANY)
@@ -216,6 +246,13 @@ class IdempotencyStore:
                     " created timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (partner, key))"
                 ).format(self.table)
             )
+            conn.execute(sql.SQL(CLAIM_OR_RAISE).format(f=self._claim_function, t=self.table))
+
+    def claim_with_save(self, partner: str, key: str, fingerprint: bytes) -> tuple[str, tuple]:
+        """The claim of `key` as a statement to ride with the request's first save (see
+        `application.store.save_queue.with_first_save`): by the rules of `claim`, it returns the claim's
+        `created` if the key is now the request's, else the database refuses it, and the save with it."""
+        return self._claim_or_raise, (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS)
 
     async def claim(self, partner: str, key: str, fingerprint: bytes) -> Claim:
         owned, row = await self._claims.submit((partner, key, fingerprint))
@@ -406,136 +443,3 @@ def _refusal_or_replay(row: tuple | None, fingerprint: bytes) -> Claim:
             headers={"Retry-After": "1"},
         )
     return Claim(owned=False, replay=StoredResponse(status, [tuple(h) for h in headers], bytes(body)))
-
-
-class IdempotencyMiddleware(ASGIMiddleware):
-    scopes = (ScopeType.HTTP,)
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
-        key = _header(scope, HEADER)
-        if scope["method"] not in ("POST", "PUT") or key is None or scope.get("user") is None:
-            # keys are scoped to the partner: routes open without a token (such as /connect/token) have none
-            await next_app(scope, receive, send)
-            return
-        if not 1 <= len(key) <= 255 or "\x00" in key:
-            raise ApiProblem(
-                400,
-                "idempotency_key_invalid",
-                "Idempotency-Key must be 1 to 255 characters, none of them NUL",
-            )
-        # a replay answers for the route, so it needs what the route needs (role, api_version)
-        await authorize_route(ASGIConnection(scope), scope["route_handler"])
-        body = await _read_body(receive)
-        if body is None:  # the client went away before sending the whole body: nothing to answer
-            return
-        partner = scope["user"].partner
-        store: IdempotencyStore = scope["litestar_app"].state.idempotency
-        claim = await store.claim(partner, key, fingerprint(scope, body))
-        if claim.replay is not None:
-            await _send_stored(send, claim.replay)
-            return
-        scope.setdefault("state", {})["idempotency_key"] = key
-        await self._run_and_store(scope, body, send, next_app, store, partner, key, claim.created)
-
-    async def _run_and_store(
-        self,
-        scope: Scope,
-        body: bytes,
-        send: Send,
-        next_app: ASGIApp,
-        store: IdempotencyStore,
-        partner: str,
-        key: str,
-        created: datetime,
-    ) -> None:
-        async def settle_before_the_last_byte(response: StoredResponse) -> None:
-            """Stores the answer, or frees the key, before the client has the whole answer, so that a retry
-            right after it finds the key done or free."""
-            executed = response.status < 500 and not refused_before_execution(scope)
-            try:
-                if executed and await store.finish(partner, key, created, response):
-                    return
-            except (psycopg.Error, PoolTimeout, PersistenceError) as error:
-                # the answer is true all the same and is sent; the key is freed instead, and a retry runs
-                # again and finds what this request did (a create finds its transaction by the key's code)
-                log.warning("could not keep the answer of Idempotency-Key %r of %s: %s", key, partner, error)
-            await anyio.to_thread.run_sync(store.release, partner, key, created)
-
-        recorder = _ResponseRecorder(send, settle_before_the_last_byte)
-        try:
-            await next_app(scope, _replay_body(body), recorder.send)
-        finally:
-            if not recorder.settled:
-                await anyio.to_thread.run_sync(store.release, partner, key, created)
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for header, value in scope["headers"]:
-        if header == name:
-            return value.decode("latin-1")
-    return None
-
-
-async def _read_body(receive: Receive) -> bytes | None:
-    """The whole body, or None when the client disconnected before sending all of it."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise ApiProblem(413, "request_too_large", f"request bodies are limited to {MAX_BODY} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
-def _replay_body(body: bytes) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return receive
-
-
-class _ResponseRecorder:
-    def __init__(self, send: Send, on_complete: Callable[[StoredResponse], Awaitable[None]]) -> None:
-        self._send = send
-        self._on_complete = on_complete
-        self.status: int | None = None
-        self.headers: list[tuple[str, str]] = []
-        self.chunks: list[bytes] = []
-        self.settled = False  # the answer stored or the key released
-
-    async def send(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self.status = message["status"]
-            self.headers = [
-                (name.decode("latin-1"), value.decode("latin-1"))
-                for name, value in message.get("headers", [])
-                if name.lower() in REPLAYED_HEADERS
-            ]
-        elif message["type"] == "http.response.body":
-            self.chunks.append(message.get("body", b""))
-            if not message.get("more_body", False) and self.status is not None:
-                response = StoredResponse(self.status, self.headers, b"".join(self.chunks))
-                await self._on_complete(response)
-                self.settled = True
-        await self._send(message)
-
-
-async def _send_stored(send: Send, stored: StoredResponse) -> None:
-    headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in stored.headers]
-    headers.append((b"idempotent-replayed", b"true"))
-    headers.append((b"content-length", str(len(stored.body)).encode()))
-    await send({"type": "http.response.start", "status": stored.status, "headers": headers})
-    await send({"type": "http.response.body", "body": stored.body, "more_body": False})

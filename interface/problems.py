@@ -16,6 +16,7 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import Scope
 from psycopg_pool import PoolTimeout
 
+from application.store.save_queue import CompanionRefused
 from domain.errors import DomainError, Refusal
 from interface.schemas.responses import Problem
 
@@ -220,8 +221,20 @@ def database_unavailable(request: Request, error: Exception) -> Response[Problem
     )
 
 
+def key_held(request: Request, error: Exception) -> Response[Problem]:
+    """A save refused because its request's Idempotency-Key is another request's: nothing was written. The
+    idempotency middleware answers with what the key's holder says instead; this stands only if it cannot."""
+    return problem_response(
+        409,
+        "idempotency_request_in_progress",
+        "a request with this Idempotency-Key holds it; retry when it has finished",
+        headers={"Retry-After": "1"},
+    )
+
+
 EXCEPTION_HANDLERS = {
     DomainError: domain_error,
+    CompanionRefused: key_held,
     HTTPException: http_error,
     OperationalError: database_unavailable,
     InterfaceError: database_unavailable,

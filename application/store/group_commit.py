@@ -77,7 +77,15 @@ from psycopg_pool import PoolTimeout
 from application.store.binary_arrays import ByteaArray, Int8Array, TextArray, UUIDArray
 from application.store.positions import current_writes
 from application.store.read_ahead import REFUSED_BEFORE_COMMIT, ReadAheadQueries
-from application.store.save_queue import PendingSave, Rows, SaveQueue, Statement, companion
+from application.store.save_queue import (
+    CompanionRefused,
+    PendingSave,
+    Rows,
+    SaveQueue,
+    Statement,
+    companion,
+    first_save_statements,
+)
 from application.store.schema_lock import SerialSchemaCreation
 
 GROUP_COMMIT_SAVES = Histogram(
@@ -190,7 +198,11 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
         return save.notification_ids
 
     def _save(self, stored_events: Sequence[StoredEvent]) -> PendingSave:
-        save = PendingSave(stored_events, current_writes())
+        holder = first_save_statements()
+        statements = holder.statements if holder is not None else ()
+        save = PendingSave(stored_events, current_writes(), statements=statements)
+        if holder is not None:
+            save.on_done = holder.after
         self._ensure_committer()
         self._queue.put(save)
         if save.done.wait(SAVE_WAIT_LIMIT):
@@ -330,6 +342,8 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
                         outcomes.append((save, self._write_alone(conn, curs, save)))
                 except SAVE_ERRORS as refused:
                     outcomes.append((save, _as_library_error(refused) if save.events else refused))
+                except CompanionRefused as refused:
+                    outcomes.append((save, refused))
             kept = self._keep_positions_alone(
                 curs, [(save, outcome) for save, outcome in outcomes if isinstance(outcome, list)]
             )
@@ -341,12 +355,20 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
                 save.succeed(outcome, position_kept=kept)
 
     def _write_alone(self, conn: Connection[DictRow], curs: Any, save: PendingSave) -> list[int]:
-        """One save's events (their notification ids), or one companion's statements (rows put on it)."""
+        """One save's events (their notification ids) and the statements riding with them, or one
+        companion's statements (their rows put on the save). Statements refused with events raise
+        `CompanionRefused`, which rolls the save's savepoint back, events and all."""
         if not save.events:
             save.rows = [cursor.fetchall() for cursor in _sent(conn, save.statements)]
             return []
         curs.execute(self.insert_keyed_statement, _columns(save.events), prepare=True, binary=True)
-        return [row["notification_id"] for row in curs.fetchall()]
+        ids = [row["notification_id"] for row in curs.fetchall()]
+        if save.statements:
+            try:
+                save.rows = [cursor.fetchall() for cursor in _sent(conn, save.statements)]
+            except SAVE_ERRORS as refused:
+                raise CompanionRefused(str(refused)) from refused
+        return ids
 
     def _keep_positions_alone(self, curs: Any, written: list[tuple[PendingSave, list[int]]]) -> bool:
         """The write positions of the saves written one by one, under a savepoint of their own: if they

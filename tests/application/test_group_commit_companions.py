@@ -11,12 +11,12 @@ from uuid import UUID
 import psycopg
 import pytest
 from eventsourcing.application import Application
-from eventsourcing.persistence import OperationalError
+from eventsourcing.persistence import OperationalError, RecordConflictError
 
 from application.store import group_commit
 from application.store.binary_arrays import TextArray
 from application.store.group_commit import GroupCommitRecorder
-from application.store.save_queue import PendingSave
+from application.store.save_queue import CompanionRefused, PendingSave, with_first_save
 from tests.application.notes import Note
 
 
@@ -119,3 +119,51 @@ def test_a_companion_whose_committer_does_not_return_fails_within_the_wait_limit
 
     with pytest.raises(OperationalError, match=r"within 0\.3 s"):
         asyncio.run(write())
+
+
+def test_statements_for_the_first_save_ride_with_it_and_only_with_it(notebook):
+    first, second = Note("first"), Note("second")
+    with with_first_save([insert_words(notebook, "theta")]) as holder:
+        notebook.save(first)
+        notebook.save(second)
+    assert holder.rows == [[("theta",)]] and holder.refused is None
+    assert stored_words(notebook) == ["theta"]
+    assert [notebook.repository.get(note.id).text for note in (first, second)] == ["first", "second"]
+
+
+def test_a_save_whose_statements_are_refused_writes_none_of_its_events(notebook):
+    recorder_of(notebook).commit_batch([pending_companion(insert_words(notebook, "iota"))])
+    refused_note, neighbour = Note("refused with its statements"), Note("a neighbour in its batch")
+    refused = PendingSave(
+        [notebook.mapper.to_stored_event(event) for event in refused_note.collect_events()],
+        statements=[insert_words(notebook, "iota")],
+    )
+    landed = PendingSave([notebook.mapper.to_stored_event(event) for event in neighbour.collect_events()])
+    recorder_of(notebook).commit_batch([refused, landed])
+    assert isinstance(refused.error, CompanionRefused)
+    assert isinstance(refused.error.__cause__, psycopg.errors.UniqueViolation)
+    assert landed.error is None
+    assert notebook.recorder.select_events(refused_note.id) == []
+    assert notebook.repository.get(neighbour.id).text == "a neighbour in its batch"
+
+
+def test_a_save_refused_for_its_statements_fails_its_use_case_at_once(notebook):
+    recorder_of(notebook).commit_batch([pending_companion(insert_words(notebook, "kappa"))])
+    with with_first_save([insert_words(notebook, "kappa")]) as holder, pytest.raises(CompanionRefused):
+        notebook.save(Note("never written"))
+    assert holder.refused is not None and holder.rows is None
+
+
+def test_statements_of_a_save_that_lost_a_version_race_wait_for_the_next_save(notebook):
+    stored = Note("stored")
+    notebook.save(stored)
+    stale, winner = notebook.repository.get(stored.id), notebook.repository.get(stored.id)
+    winner.amend("winner")
+    notebook.save(winner)
+    stale.amend("stale")
+    with with_first_save([insert_words(notebook, "lambda")]) as holder:
+        with pytest.raises(RecordConflictError):
+            notebook.save(stale)
+        assert holder.rows is None and stored_words(notebook) == []
+        notebook.save(Note("the retry's save"))
+    assert holder.rows == [[("lambda",)]]
