@@ -44,7 +44,10 @@ What it does, in order:
 7. The floor: bench/floor_app.py, the same stack storing each request as one new aggregate's one event
    through eventsourcing and the service's event-store settings (group commit), with nothing else, on the
    benchmark's database; saves/s and CPU ms per save of its workers and PostgreSQL. A created buy does
-   all of that and much more, so buys/s cannot pass this figure on the same machine.
+   all of that and much more, so buys/s cannot pass this figure on the same machine. The floor app is up
+   from the start, and runs just before and just after the buys at each connection count (step 3): the
+   two runs together are the reference of that count, so a drift of the shared machine's speed in the
+   minutes of a benchmark (seen: 30-50 %) moves the buys and their reference alike.
 
 Progress goes to stderr; the figures to stdout. --markdown prints the tables as Markdown (for
 docs/performance.md). The load generator shares the machine with the server and PostgreSQL, so the figures
@@ -156,16 +159,25 @@ def measure(args: argparse.Namespace, url: str, directory: Path) -> Results:
     settings = directory / "settings.toml"
     results.settings_changes = bench_settings(settings)
     env = server_env(url, directory / "var")
-    measure_ledger(args, url, settings, env, directory, results)
+    with floor_server(args, url, directory) as floor:
+        measure_ledger(args, url, settings, env, directory, results, floor)
     measure_rebuild(url, settings, env, results)
     results.echo = measure_echo(args, directory)
-    results.floor = measure_floor(args, url, directory)
     return results
 
 
 def measure_ledger(
-    args: argparse.Namespace, url: str, settings: Path, env: dict[str, str], directory: Path, results: Results
+    args: argparse.Namespace,
+    url: str,
+    settings: Path,
+    env: dict[str, str],
+    directory: Path,
+    results: Results,
+    floor: Process,
 ) -> None:
+    """The service's runs, each between two runs of the floor at the same connection count (the floor app
+    is up all along, idle between its runs): a drift of the shared machine's speed then moves the buys and
+    their reference alike."""
     port = free_port()
     command = [str(VENV_BIN / "broker-ledger"), "serve", "--workers", str(args.workers), "--port", str(port)]
     command += ["--settings", str(settings)]
@@ -188,8 +200,10 @@ def measure_ledger(
         tables = tracking_tables(url, len(PROJECTIONS))
         warm_up(server, url, token, args)
         for connections in args.connections:
+            results.floor.append(floor_run(floor, url, connections, args, "before"))
             results.runs.append(load_run(server, url, token, tables, connections, args, cpu_parts))
             results.record_incidents(f"run at {connections} connections", server.incidents())
+            results.floor.append(floor_run(floor, url, connections, args, "after"))
         results.rss_mb = {pid: rss_mb(pid) for pid in server.worker_pids()}
         note("stopping the server")
     if results.worker_restarts or any(results.incidents.values()):
@@ -323,29 +337,28 @@ def measure_echo(args: argparse.Namespace, directory: Path) -> list[WrkResult]:
         return runs
 
 
-def measure_floor(args: argparse.Namespace, url: str, directory: Path) -> list[FloorRun]:
-    """bench/floor_app.py on the benchmark's database: one event saved per request, nothing else."""
+@contextlib.contextmanager
+def floor_server(args: argparse.Namespace, url: str, directory: Path) -> Iterator[Process]:
+    """bench/floor_app.py on the benchmark's database (its own schema), up for the whole measurement."""
     port = free_port()
     command = [sys.executable, "-m", "bench.floor_app", "--port", str(port), "--workers", str(args.workers)]
     note(f"starting the floor app with {args.workers} workers")
     env = {**os.environ, "DATABASE_URL": url}
     with running(command, env, directory / "floor.log", "/health") as floor:
-        runs = []
-        for connections in args.connections:
-            note(f"wrk: floor, {connections} connections, {args.seconds} s")
-            as_in_service(url)
-            stored_before = scalar(url, COUNT_FLOOR_EVENTS)
-            cpu = CpuMeter({"floor workers": floor.worker_pids}).start()
-            script_args = [CUSTOMER_PREFIX, str(args.customers), f"floor-c{connections}", FIAT_VALUE]
-            wrk = run_wrk(
-                f"{floor.base_url}/brokerbuy",
-                "none",
-                args.seconds,
-                connections,
-                [*script_args, CUSTOMER_ADDRESS],
-            )
-            runs.append(FloorRun(wrk, scalar(url, COUNT_FLOOR_EVENTS) - stored_before, cpu.stop()))
-        return runs
+        yield floor
+
+
+def floor_run(floor: Process, url: str, connections: int, args: argparse.Namespace, phase: str) -> FloorRun:
+    """One run of the floor: one event saved per request, nothing else."""
+    note(f"wrk: floor, {connections} connections, {args.seconds} s ({phase} the buys)")
+    as_in_service(url)
+    stored_before = scalar(url, COUNT_FLOOR_EVENTS)
+    cpu = CpuMeter({"floor workers": floor.worker_pids}).start()
+    script_args = [CUSTOMER_PREFIX, str(args.customers), f"floor-c{connections}-{phase}", FIAT_VALUE]
+    wrk = run_wrk(
+        f"{floor.base_url}/brokerbuy", "none", args.seconds, connections, [*script_args, CUSTOMER_ADDRESS]
+    )
+    return FloorRun(wrk, scalar(url, COUNT_FLOOR_EVENTS) - stored_before, cpu.stop(), phase)
 
 
 if __name__ == "__main__":
