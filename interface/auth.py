@@ -225,12 +225,7 @@ class FailedAttempts:
     def check(self, client_id: str, remote_address: str | None) -> int | None:
         """Seconds to wait before trying again (for `Retry-After`), or None if allowed now."""
         with self._lock:
-            now = self._now()
-            waits = [
-                self._wait(key, limit, now) for key, limit in self._keys_and_limits(client_id, remote_address)
-            ]
-        found = [wait for wait in waits if wait is not None]
-        return max(found) if found else None
+            return self._longest_wait(self._keys_and_limits(client_id, remote_address), self._now())
 
     def record_failure(self, client_id: str, remote_address: str | None) -> int | None:
         """Counts a failure, unless the failures counted already reached a limit: then nothing is counted
@@ -239,12 +234,11 @@ class FailedAttempts:
         with self._lock:
             now = self._now()
             keys_and_limits = self._keys_and_limits(client_id, remote_address)
-            waits = [self._wait(key, limit, now) for key, limit in keys_and_limits]
-            if any(wait is not None for wait in waits):
-                return max(wait for wait in waits if wait is not None)
-            for key, limit in keys_and_limits:
-                self._record(key, limit, now)
-        return None
+            wait = self._longest_wait(keys_and_limits, now)
+            if wait is None:
+                for key, limit in keys_and_limits:
+                    self._record(key, limit, now)
+            return wait
 
     def clear(self, client_id: str, remote_address: str | None) -> None:
         """Forget the failures of the client id from the address, e.g. after a successful attempt."""
@@ -258,6 +252,11 @@ class FailedAttempts:
             (_client_key(client_id, remote_address), self.limit),
             (_address_key(remote_address), self.address_limit),
         ]
+
+    def _longest_wait(self, keys_and_limits: list[tuple[tuple[str, ...], int]], now: float) -> int | None:
+        """The longest of the waits the counts impose (under the lock), or None if none is full."""
+        waits = [wait for key, limit in keys_and_limits if (wait := self._wait(key, limit, now)) is not None]
+        return max(waits) if waits else None
 
     def _wait(self, key: tuple[str, ...], limit: int, now: float) -> int | None:
         failures = self._recent(key, now)
