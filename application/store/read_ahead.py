@@ -88,7 +88,6 @@ class ReadAheadQueries(PostgresApplicationRecorder):
             .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
             .as_string()
         )
-        self._since_snapshot_statements: dict[str, str] = {}
 
     @fail_fast
     def select_events(self, *args: Any, **kwargs: Any) -> Sequence[StoredEvent]:
@@ -111,7 +110,9 @@ class ReadAheadQueries(PostgresApplicationRecorder):
         by its events after it."""
         statement = self.select_events_of_statement
         if snapshots_table is not None:
-            statement = self._since_snapshot_statement(snapshots_table)
+            statement = _on_tables(
+                SINCE_SNAPSHOT, self.datastore.schema, self.events_table_name, snapshots_table
+            )
         return self._stored_events(statement, {"ids": UUIDArray(originator_ids)})
 
     @fail_fast
@@ -121,7 +122,9 @@ class ReadAheadQueries(PostgresApplicationRecorder):
         """In one round trip, the events of `originator_ids` as `select_events_of` reads them with
         `snapshots_table`, and of each of `latest_ids` (ids not among `originator_ids`) only its latest
         event; in version order per aggregate."""
-        statement = _histories_and_latest(self.datastore.schema, self.events_table_name, snapshots_table)
+        statement = _on_tables(
+            HISTORIES_AND_LATEST, self.datastore.schema, self.events_table_name, snapshots_table
+        )
         return self._stored_events(
             statement, {"ids": UUIDArray(originator_ids), "latest_ids": UUIDArray(latest_ids)}
         )
@@ -136,26 +139,12 @@ class ReadAheadQueries(PostgresApplicationRecorder):
             for row in rows
         ]
 
-    def _since_snapshot_statement(self, snapshots_table: str) -> str:
-        statement = self._since_snapshot_statements.get(snapshots_table)
-        if statement is None:
-            statement = (
-                SQL(SINCE_SNAPSHOT)
-                .format(
-                    schema=Identifier(self.datastore.schema),
-                    events=Identifier(self.events_table_name),
-                    snapshots=Identifier(snapshots_table),
-                )
-                .as_string()
-            )
-            self._since_snapshot_statements[snapshots_table] = statement
-        return statement
-
 
 @functools.cache
-def _histories_and_latest(schema: str, events_table: str, snapshots_table: str) -> str:
+def _on_tables(template: str, schema: str, events_table: str, snapshots_table: str) -> str:
+    """A read-ahead `template` naming these tables, composed once for each."""
     return (
-        SQL(HISTORIES_AND_LATEST)
+        SQL(template)
         .format(
             schema=Identifier(schema), events=Identifier(events_table), snapshots=Identifier(snapshots_table)
         )
