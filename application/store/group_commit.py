@@ -205,15 +205,8 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
             save.on_done = holder.after
         self._ensure_committer()
         self._queue.put(save)
-        if save.done.wait(SAVE_WAIT_LIMIT):
-            return save
-        if self._queue.withdraw(save):
-            save.fail(OperationalError(f"the database did not take this save within {SAVE_WAIT_LIMIT:g} s"))
-        else:  # the committer is still writing it: it may yet land
-            save.ambiguous = True
-            save.fail(
-                OperationalError(f"the database did not confirm this save within {SAVE_WAIT_LIMIT:g} s")
-            )
+        if not save.done.wait(SAVE_WAIT_LIMIT):
+            save.fail(self._overdue(save, "this save"))
         return save
 
     async def write_along(self, statements: Sequence[Statement]) -> list[Rows]:
@@ -227,9 +220,16 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
         try:
             return await asyncio.wait_for(asyncio.shield(rows), SAVE_WAIT_LIMIT)
         except TimeoutError:
-            landed = "took" if self._queue.withdraw(save) else "confirmed"
-            limit = f"{SAVE_WAIT_LIMIT:g} s"
-            raise OperationalError(f"the database {landed} no statement within {limit}") from None
+            raise self._overdue(save, "these statements") from None
+
+    def _overdue(self, save: PendingSave, what: str) -> OperationalError:
+        """The error of a save or companion not done within SAVE_WAIT_LIMIT: taken back if the committer has
+        not taken it (nothing of it is written), else ambiguous (the committer is still writing it: it may
+        yet land)."""
+        if self._queue.withdraw(save):
+            return OperationalError(f"the database did not take {what} within {SAVE_WAIT_LIMIT:g} s")
+        save.ambiguous = True
+        return OperationalError(f"the database did not confirm {what} within {SAVE_WAIT_LIMIT:g} s")
 
     def _ensure_committer(self) -> None:
         if self._committer is not None:
