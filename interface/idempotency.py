@@ -162,25 +162,22 @@ FINISH_ONE = (
     " RETURNING t.partner, t.key, t.created"
 )
 # A claim that must not fail quietly: it rides with a request's first save (`claim_with_save`), whose events
-# are written only if the key is the request's. Claimed by the rules above, or refused with unique_violation,
-# which fails that save alone (and leaves the batch's other saves to be written).
-CLAIM_OR_RAISE = """
+# are written only if the key is the request's. Claimed by the rules above (CLAIM_ONE itself, on the
+# function's arguments), or refused with unique_violation, which fails that save alone (and leaves the
+# batch's other saves to be written).
+CLAIM_ARGUMENTS = ("claim_partner", "claim_key", "claim_fingerprint", "lease_seconds", "keep_hours")
+CLAIM_OR_RAISE = (
+    """
 CREATE OR REPLACE FUNCTION {f}(
     claim_partner text, claim_key text, claim_fingerprint bytea, lease_seconds integer, keep_hours integer
 ) RETURNS timestamptz LANGUAGE plpgsql AS $$
 DECLARE
     claimed timestamptz;
 BEGIN
-    INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)
-    VALUES (
-        claim_partner, claim_key, claim_fingerprint, 'running', now() + make_interval(secs => lease_seconds)
-    )
-    ON CONFLICT (partner, key) DO UPDATE SET fingerprint = excluded.fingerprint,
-        state = 'running', lease_until = excluded.lease_until, created = now(),
-        status = NULL, headers = NULL, body = NULL
-    WHERE t.created < now() - make_interval(hours => keep_hours)
-        OR (t.state = 'running' AND t.lease_until < now() AND t.fingerprint = excluded.fingerprint)
-    RETURNING t.created INTO claimed;
+    WITH claim AS ("""
+    + CLAIM_ONE % CLAIM_ARGUMENTS
+    + """)
+    SELECT claim.created INTO claimed FROM claim;
     IF claimed IS NULL THEN
         RAISE EXCEPTION 'Idempotency-Key % of % is held by another request', claim_key, claim_partner
             USING ERRCODE = 'unique_violation';
@@ -189,6 +186,7 @@ BEGIN
 END
 $$
 """
+)
 # Refusals of a batch's data: the batch is run again key by key, so only the offending request fails.
 REFUSED_DATA = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.ProgrammingError)
 # Statements run in the event store's next transaction; the rows each returned (the group committer's
