@@ -32,10 +32,9 @@ from pathlib import Path
 import httpx
 
 from bench.cpu import machine_seconds
-from bench.load_support import bench_settings, create_customers, drop_database, fresh_database
+from bench.load_support import bench_settings, create_customers, drop_database, fresh_database, run_wrk
 
 BUY_CUSTOMERS = 50
-WRK_BUY = Path(__file__).with_name("wrk_buy.lua")
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -119,16 +118,8 @@ def prepare_customer(base: str, headers: dict[str, str], code: str) -> None:
         client.post(f"/customer/{code}/accounts", json={"customerCryptoAddress": CUSTOMER_ADDRESS})
 
 
-def wrk(
-    url: str,
-    headers: dict[str, str],
-    seconds: int,
-    connections: int,
-    body: dict | None,
-    script_args: list[str] | None = None,
-) -> dict:
-    """One wrk run: a fixed body (or, with `script_args`, bench/wrk_buy.lua's buys), and the whole
-    machine's CPU milliseconds per request."""
+def wrk(url: str, headers: dict[str, str], seconds: int, connections: int, body: dict | None) -> dict:
+    """One wrk run with a fixed body (or none), and the whole machine's CPU milliseconds per request."""
     command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
@@ -136,23 +127,32 @@ def wrk(
         script = Path(tempfile.mkdtemp(prefix="bl-wrk-")) / "post.lua"
         script.write_text(f'wrk.method = "POST"\nwrk.body = {json.dumps(json.dumps(body))}\n')
         command += ["-s", str(script)]
-    if script_args is not None:
-        command += ["-s", str(WRK_BUY)]
     before = machine_seconds()
-    output = subprocess.check_output(
-        [*command, url, *(["--", *script_args] if script_args else [])], text=True
-    )
+    output = subprocess.check_output([*command, url], text=True)
     cpu = machine_seconds() - before
     requests = int(re.search(r"(\d+) requests in", output).group(1))
-    refused = re.findall(r"BENCH status_(\d+) (\d+)", output)
     return {
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
         "p50": re.search(r"50(?:\.000)?%\s+(\S+)", output).group(1),
         "p99": re.search(r"99(?:\.000)?%\s+(\S+)", output).group(1),
-        "non2xx": int(m.group(1))
-        if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", output))
-        else sum(int(n) for status, n in refused if not status.startswith("2")),
+        "non2xx": int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", output)) else 0,
         "cpu_ms": 1000 * cpu / max(requests, 1),
+    }
+
+
+def created_buys(url: str, token: str, seconds: int, connections: int, key_prefix: str) -> dict:
+    """bench/wrk_buy.lua's buys over the `buyers()`, run as bench/load.py runs them (`run_wrk`), and the
+    whole machine's CPU milliseconds per request."""
+    script_args = ["bench-", str(BUY_CUSTOMERS), key_prefix, "20", CUSTOMER_ADDRESS]
+    before = machine_seconds()
+    run = run_wrk(url, token, seconds, connections, script_args)
+    cpu = machine_seconds() - before
+    return {
+        "rps": run.requests / run.seconds,
+        "p50": f"{run.latency_ms['p50']:.2f}ms",
+        "p99": f"{run.latency_ms['p99']:.2f}ms",
+        "non2xx": sum(count for status, count in run.statuses.items() if not 200 <= status < 300),
+        "cpu_ms": 1000 * cpu / max(run.requests, 1),
     }
 
 
@@ -166,13 +166,14 @@ def measure(name: str, args: argparse.Namespace, server_url: str) -> dict[str, d
     process = start(name, port, args.workers, env)
     try:
         base = f"http://127.0.0.1:{port}"
+        bearer = token(env)
         headers = {
-            "Authorization": f"Bearer {token(env)}",
+            "Authorization": f"Bearer {bearer}",
             "api_version": "1.2",
             "Content-Type": "application/json",
         }
         prepare_customer(base, headers, "bench")
-        create_customers(base, headers["Authorization"].removeprefix("Bearer "), buyers())
+        create_customers(base, bearer, buyers())
         simulate = {
             "customerCode": "bench",
             "currencyCode": "EUR",
@@ -186,13 +187,8 @@ def measure(name: str, args: argparse.Namespace, server_url: str) -> dict[str, d
             "POST /brokerbuy/simulate": wrk(
                 f"{base}/brokerbuy/simulate", headers, args.seconds, args.connections, simulate
             ),
-            "POST /brokerbuy (created)": wrk(
-                f"{base}/brokerbuy",
-                {"Authorization": headers["Authorization"]},
-                args.seconds,
-                args.connections,
-                None,
-                ["bench-", str(BUY_CUSTOMERS), f"{name}-{port}", "20", CUSTOMER_ADDRESS],
+            "POST /brokerbuy (created)": created_buys(
+                f"{base}/brokerbuy", bearer, args.seconds, args.connections, f"{name}-{port}"
             ),
         }
     finally:
