@@ -11,6 +11,7 @@ from domain.errors import (
     CustomerAlreadyExists,
     TrustLevelUnknown,
     ValidationFailed,
+    quoted_text,
 )
 
 
@@ -111,16 +112,16 @@ class Customers:
                 known = ", ".join(sorted(self.settings.cryptos))
                 raise ValidationFailed(f"dcCode {crypto!r} is not supported; supported: {known}")
             if not self.context.addresses.is_valid(crypto, address):
-                raise CryptoAddressInvalid(f"{address!r} is not a valid {crypto} address")
+                raise CryptoAddressInvalid(f"{quoted_text(address)} is not a valid {crypto} address")
             return crypto
         candidates = self.context.addresses.cryptos_for(address)
         if not candidates:
             raise CryptoAddressInvalid(
-                f"{address!r} is not a valid address of any supported crypto-currency "
+                f"{quoted_text(address)} is not a valid address of any supported crypto-currency "
                 f"({', '.join(sorted(self.settings.cryptos))})"
             )
         if len(candidates) > 1:
             raise CryptoCodeRequired(
-                f"{address!r} is valid for {', '.join(candidates)}; give dcCode to choose one"
+                f"{quoted_text(address)} is valid for {', '.join(candidates)}; give dcCode to choose one"
             )
         return candidates[0]

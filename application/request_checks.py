@@ -1,11 +1,12 @@
 """The checks of a buy or sell request's own content, field by field, every problem at once.
 
-A request is judged first by what it says: amounts above zero and exact at their asset's scale, codes the
-settings know, a payment method that fits the direction and currency, a valid destination address, an
-acceptable callback URL, one of fiatValue and cryptoAmount for a sell. These checks read nothing recorded,
-so they run before any check of the customer, account or limits, and they list every problem they find,
-each named as the client sent the field. The interface runs them on what it could read of a body that also
-broke its schema, so one answer lists both kinds of problems.
+A request is judged first by what it says: amounts above zero and exact at their asset's scale (a requested
+price, fiat per unit of crypto that becomes the executed price, at its currency's minor unit, the scale
+answers write `cryptoPrice` at), codes the settings know, a payment method that fits the direction and
+currency, a valid destination address, an acceptable callback URL, one of fiatValue and cryptoAmount for a
+sell. These checks read nothing recorded, so they run before any check of the customer, account or limits,
+and they list every problem they find, each named as the client sent the field. The interface runs them on
+what it could read of a body that also broke its schema, so one answer lists both kinds of problems.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from domain.errors import (
     PaymentMethodMismatch,
     PaymentMethodUnknown,
     ValidationFailed,
+    quoted_text,
 )
 from domain.money import Asset
 from domain.pricing import check_amount
@@ -195,8 +197,8 @@ class RequestChecks:
             yield from _amount(draft.fiat_value, fiat, names["fiat_value"])
         if draft.crypto_amount is not None:
             yield from _amount(draft.crypto_amount, crypto, names["crypto_amount"])
-        if draft.requested_price is not None:  # a price may have more digits than the currency
-            yield from _amount(draft.requested_price, None, names["requested_price"])
+        if draft.requested_price is not None:  # fiat per unit of crypto: at the currency's minor unit
+            yield from _amount(draft.requested_price, fiat, names["requested_price"])
         amounts = (draft.fiat_value, draft.crypto_amount)
         readable = not {"fiat_value", "crypto_amount"} & draft.unread
         if draft.direction == Direction.SELL and readable and (amounts[0] is None) == (amounts[1] is None):
@@ -211,7 +213,7 @@ class RequestChecks:
             return
         if not self.addresses.is_valid(crypto, address):
             name = draft.names["destination_address"]
-            yield CryptoAddressInvalid(f"{name} {address!r} is not a valid {crypto} address")
+            yield CryptoAddressInvalid(f"{name} {quoted_text(address)} is not a valid {crypto} address")
 
     def _callback_url(self, draft: Draft) -> Iterator[DomainError]:
         if draft.callback_url is None:

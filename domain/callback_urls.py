@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from domain.errors import CallbackUrlRefused
+from domain.errors import CallbackUrlRefused, quoted_text
 
 MAX_URL_LENGTH = 2048
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -219,4 +219,4 @@ def normalised_host(host: str) -> str:
 
 
 def refused(url: str, reason: str) -> CallbackUrlRefused:
-    return CallbackUrlRefused(f"callbackUrl {url!r} is refused: {reason}")
+    return CallbackUrlRefused(f"callbackUrl {quoted_text(url)} is refused: {reason}")

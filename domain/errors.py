@@ -8,6 +8,16 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+QUOTED_TEXT = 96  # characters of a client's text that a refusal quotes at most
+
+
+def quoted_text(text: str) -> str:
+    """A client's text as a refusal quotes it (repr): whole up to QUOTED_TEXT characters (any address or
+    code fits), else its start and its length, so that a refusal never repeats kilobytes of a request."""
+    if len(text) <= QUOTED_TEXT:
+        return repr(text)
+    return f"{text[:QUOTED_TEXT]!r}... ({len(text)} characters)"
+
 
 class Refusal(StrEnum):
     INVALID = "invalid"  # the request breaks a rule about its own content

@@ -13,7 +13,7 @@ from domain.errors import (
     RequestedPriceOutsideWiggleRoom,
     ValidationFailed,
 )
-from domain.money import Asset, add, divide, multiply, normalized, subtract
+from domain.money import Asset, add, divide, multiply, normalized, quoted, subtract
 
 
 @dataclass(frozen=True)
@@ -76,14 +76,15 @@ MAX_AMOUNT = Decimal("1e15")
 
 
 def check_amount(asset: Asset, amount: Decimal, name: str) -> None:
-    """An amount must be positive, below 10^15, and exact at the asset's precision."""
+    """An amount must be positive, below 10^15, and exact at the asset's precision (checked in this order,
+    so that no rounding ever sees a huge amount; a refusal quotes the amount `quoted`, short)."""
     if not amount.is_finite() or amount <= 0:
-        raise AmountNotPositive(f"{name} must be greater than zero, got {amount:f}")
+        raise AmountNotPositive(f"{name} must be greater than zero, got {quoted(amount)}")
     if amount >= MAX_AMOUNT:
-        raise ValidationFailed(f"{name} must be below {MAX_AMOUNT:f}, got {amount:f}")
+        raise ValidationFailed(f"{name} must be below {MAX_AMOUNT:f}, got {quoted(amount)}")
     if not asset.is_exact(amount):
         raise AmountTooPrecise(
-            f"{name} {amount:f} has more than {asset.places} decimal places allowed for {asset.code}"
+            f"{name} {quoted(amount)} has more than {asset.places} decimal places allowed for {asset.code}"
         )
 
 
@@ -92,12 +93,12 @@ def executed_price(terms: Terms, market: Decimal, requested: Decimal | None) -> 
     if requested is None:
         return market
     if not requested.is_finite() or requested <= 0:
-        raise AmountNotPositive(f"requestedPrice must be greater than zero, got {requested:f}")
+        raise AmountNotPositive(f"requestedPrice must be greater than zero, got {quoted(requested)}")
     lowest = multiply(market, subtract(Decimal(1), terms.wiggle_down))
     highest = multiply(market, add(Decimal(1), terms.wiggle_up))
     if not lowest <= requested <= highest:
         raise RequestedPriceOutsideWiggleRoom(
-            f"requestedPrice {requested:f} is outside the wiggle room {normalized(lowest)} to "
+            f"requestedPrice {quoted(requested)} is outside the wiggle room {normalized(lowest)} to "
             f"{normalized(highest)} around the current price {market} {terms.fiat.code}"
         )
     return requested
@@ -118,7 +119,7 @@ def _fees(terms: Terms, price: Decimal, partner_fiat: Decimal) -> Fees:
 
 def _too_small(what: str, amount: Decimal, terms: Terms) -> AmountTooSmall:
     return AmountTooSmall(
-        f"{what} {amount:f} {terms.fiat.code} does not cover the fees of this payment method"
+        f"{what} {quoted(amount)} {terms.fiat.code} does not cover the fees of this payment method"
     )
 
 

@@ -8,9 +8,11 @@ string is refused, as the API document says.
 Every problem of a body is listed, one line per field: unknown, missing and mistyped fields, and for a
 buy or sell, what the fields that could be read say wrong (`interface.body_checks`).
 
-Before the schema, a body must be sent as `application/json` (415 otherwise), name each key of an object
-once (422 `duplicate_key`: which of two values was meant cannot be known) and hold only text the ledger can
-store (422 `text_not_storable`, see `interface.text`).
+Before the schema, a body must be sent as `application/json` (415 otherwise), nest at most 32 deep (400,
+checked on the raw bytes before anything walks it), name each key of an object once (422 `duplicate_key`:
+which of two values was meant cannot be known) and hold only text the ledger can store (422
+`text_not_storable`, see `interface.text`). Its numbers are bounded as they are read, and one out of the
+bounds where a number is declared is a problem of its field (`interface.json_bounds`).
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from litestar import Request
 from litestar.exceptions import ClientException, ValidationException
 
 from interface.body_checks import content_problems
+from interface.json_bounds import number_problem, read_integer, read_number, refuse_deep_nesting
 from interface.problems import RequestRefused
+from interface.schemas.base import documented_patterns
 from interface.text import refuse_unstorable_body
 
-EXACT_JSON = msgspec.json.Decoder(float_hook=Decimal)
+EXACT_JSON = msgspec.json.Decoder(float_hook=read_number)
 JSON_MEDIA_TYPE = "application/json"
 
 
@@ -98,6 +102,7 @@ def check_media_type(content_type: str | None) -> None:
 
 
 def decode_body(body: bytes, target: Any) -> Any:
+    refuse_deep_nesting(body)
     raw = _decode_json(body or b"null")
     _refuse_duplicate_keys(body)
     refuse_unstorable_body(raw)
@@ -110,7 +115,7 @@ def decode_body(body: bytes, target: Any) -> Any:
         try:
             return msgspec.convert(raw, target, strict=True)
         except msgspec.ValidationError as error:
-            problems.append(str(error))
+            problems.append(documented_patterns(str(error)))
     raise BodyInvalid(problems, readable, unread)
 
 
@@ -136,7 +141,7 @@ def _read_fields(
             try:
                 readable[name] = msgspec.convert(declared[name], field.type, strict=True)
             except msgspec.ValidationError as error:
-                own.append(_at_field(str(error), name))
+                own.append(_at_field(documented_patterns(str(error)), name))
         if own:
             problems.append(own[0])
             unread.add(name)
@@ -154,22 +159,22 @@ def _decode_json(body: bytes) -> Any:
     try:
         return EXACT_JSON.decode(body)
     except msgspec.DecodeError as error:
-        return _decode_with_lone_surrogates(body, error)
+        return _decode_what_msgspec_refuses(body, error)
     except UnicodeDecodeError as error:  # msgspec raises it for a string that is not UTF-8
         raise ClientException(f"the request body is not valid UTF-8: {error.reason}") from None
-    except RecursionError:  # nesting deeper than the decoder's stack allows
-        raise ClientException("the request body is not valid JSON: it is nested too deeply") from None
 
 
-def _decode_with_lone_surrogates(body: bytes, error: msgspec.DecodeError) -> Any:
-    """JSON may escape a lone surrogate (`"\\ud800"`), which msgspec refuses as if the text were cut off: such
-    a body is read again so that the refusal names the field (422) rather than calling the JSON broken."""
-    if b"\\u" in body:
-        try:
-            return json.loads(body, parse_float=Decimal, parse_constant=_no_constant)
-        except (ValueError, RecursionError):
-            pass
-    raise ClientException(f"the request body is not valid JSON: {error}") from None
+def _decode_what_msgspec_refuses(body: bytes, error: msgspec.DecodeError) -> Any:
+    """JSON that msgspec refuses though it is JSON: a lone surrogate escaped (`"\\ud800"`), which it takes
+    for cut-off text, and an integer of more digits than it converts (4300). Such a body is read again, with
+    the same bounds on its numbers, so that the refusal names the field (422) rather than calling the JSON
+    broken; a body Python's decoder refuses too is not JSON."""
+    try:
+        return json.loads(
+            body.decode("utf-8"), parse_float=read_number, parse_int=read_integer, parse_constant=_no_constant
+        )
+    except ValueError:
+        raise ClientException(f"the request body is not valid JSON: {error}") from None
 
 
 def _no_constant(name: str) -> Any:
@@ -188,10 +193,7 @@ def _refuse_duplicate_keys(body: bytes) -> None:
         return {}
 
     if body and b'"' in body:
-        try:
-            json.loads(body, object_pairs_hook=collect, parse_float=str, parse_int=str)
-        except RecursionError:
-            raise ClientException("the request body is not valid JSON: it is nested too deeply") from None
+        json.loads(body, object_pairs_hook=collect, parse_float=str, parse_int=str)
     if duplicates:
         errors = [f"key {key!r} appears more than once in one object; send it once" for key in duplicates]
         raise RequestRefused(422, "duplicate_key", "; ".join(errors), errors=errors)
@@ -213,12 +215,16 @@ def _type_info(target: Any) -> msgspec.inspect.Type:
 
 
 def _as_declared(value: Any, info: msgspec.inspect.Type, where: str, problems: list[str]) -> Any:
-    """Refuses amounts (Decimal fields) given as strings; reads integral numbers written with a fraction or
-    exponent (`2.0`, `1e3`) as integers where an integer is declared, as JSON Schema does."""
+    """Refuses amounts (Decimal fields) given as strings, and numbers out of bounds where a number is
+    declared; reads integral numbers written with a fraction or exponent (`2.0`, `1e3`) as integers where
+    an integer is declared, as JSON Schema does."""
     if isinstance(info, msgspec.inspect.Metadata):
         info = info.type
+    numeric = isinstance(info, msgspec.inspect.DecimalType | msgspec.inspect.IntType)
     if isinstance(info, msgspec.inspect.DecimalType) and isinstance(value, str):
         problems.append(f"Expected `number`, got `str` - at `{where}`")
+    elif numeric and (out_of_bounds := number_problem(value, where)):
+        problems.append(out_of_bounds)
     elif isinstance(info, msgspec.inspect.IntType) and _is_small_integral(value):
         return int(value)
     elif isinstance(info, msgspec.inspect.UnionType):

@@ -11,7 +11,8 @@ Litestar builds the document from the routes; before it is served, this module c
   (`interface.operation_problems`), with the headers they carry; a response the handler declares keeps its
   description;
 - each operation's security requirement names the roles that may call it;
-- parameters are never null (a header is absent or a string), and a body that may be null is optional.
+- parameters are never null (a header is absent or a string), and a body that may be null is optional;
+- patterns are written for ECMA-262, as JSON Schema reads them (`ecma_patterns`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from interface.openapi_settings import apply_settings_rules
 from interface.operation_problems import NO_DATABASE, domain_codes
 from interface.problems import PROBLEM_JSON, TITLES, problem_response
 from interface.rate_limits import EXEMPT_PATHS
+from interface.schemas.base import ecma_pattern
 
 REF = "#/components/schemas/{name}"
 STORABLE_TEXT = r"^[^\u0000\ud800-\udfff]*$"  # text the ledger can store (interface.text)
@@ -131,7 +133,7 @@ def corrected(document: dict[str, Any], app: Litestar) -> dict[str, Any]:
         for operation in operations.values():
             _correct_operation(operation, roles.get(operation.get("operationId")), limited)
     add_examples(document, guide_examples())
-    return document
+    return ecma_patterns(document)
 
 
 def struct_schemas() -> dict[str, Any]:
@@ -302,6 +304,19 @@ def storable(schema: Any) -> Any:
     if schema.get("type") == "string" and not {"enum", "pattern", "format", "const"} & set(schema):
         schema["pattern"] = STORABLE_TEXT
     return schema
+
+
+def ecma_patterns(schema: Any) -> Any:
+    """Every `pattern` as ECMA-262 writes it (`interface.schemas.base.ecma_pattern`): the service's end in
+    Python's `\\Z`, the end of the text, where Python's `$` also matches before a final newline."""
+    if isinstance(schema, list):
+        return [ecma_patterns(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: ecma_pattern(value) if key == "pattern" and isinstance(value, str) else ecma_patterns(value)
+        for key, value in schema.items()
+    }
 
 
 def _numbers_for_decimals(schema: Any) -> Any:

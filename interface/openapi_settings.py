@@ -81,7 +81,7 @@ def settings_rules(settings: Settings) -> dict[str, dict[str, Any]]:
                     "fiatValue": fiat_amount,
                     "amount": double_fiat,
                     "cryptoAmount": double_crypto if name.startswith("Account") else crypto_amount,
-                    "requestedPrice": {"exclusiveMaximum": float(MAX_AMOUNT)},
+                    "requestedPrice": fiat_amount,  # fiat per unit of crypto, at the currency's scale
                     "callbackUrl": CALLBACK_URL,
                 },
                 "allOf": [

@@ -18,9 +18,14 @@ from psycopg_pool import PoolTimeout
 
 from application.store.save_queue import CompanionRefused
 from domain.errors import DomainError, Refusal
+from interface.schemas.base import documented_patterns
 from interface.schemas.responses import Problem
 
 log = logging.getLogger("broker_ledger.http")
+# litestar's InternalServerException (a 500) for a body whose client went away (or that came too slowly,
+# `interface.http_limits`) before all of it arrived: the client's doing, counted and logged as a 400 (nobody
+# is left to read the answer)
+CLIENT_GONE = "client disconnected prematurely"
 PROBLEM_JSON = "application/problem+json"
 STATUS_OF_KIND = {
     Refusal.INVALID: 422,
@@ -155,6 +160,8 @@ def http_error(request: Request, error: HTTPException) -> Response[Problem]:
         )
     if isinstance(error, ValidationException):
         return _validation_problem(error)
+    if error.detail == CLIENT_GONE:
+        return problem_response(400, "malformed_request", "the client left before its whole body arrived")
     status = error.status_code
     headers = dict(error.headers or {})
     if isinstance(error, NotAuthorizedException):
@@ -187,7 +194,7 @@ def _describe(item: object) -> str:
     `int` <= 200` (litestar says `Expected `int` <= 200 (ParamType.QUERY field 'page_size')`)."""
     if not isinstance(item, dict):
         return str(item)
-    message = str(item.get("message", "invalid value"))
+    message = documented_patterns(str(item.get("message", "invalid value")))
     key = item.get("key")
     source = item.get("source")
     where = PLACES.get(str(getattr(source, "value", source)).lower())

@@ -19,7 +19,7 @@ from interface.versioning import check_api_version
 BROKER = "broker"
 OPERATOR = "operator"
 AUDITOR = "auditor"
-UNAUTHENTICATED_PATHS = ["^/connect/token$", "^/schema", "^/health$", "^/health/live$", "^/metrics$"]
+UNAUTHENTICATED_PATHS = [r"^/connect/token\Z", "^/schema", r"^/health\Z", r"^/health/live\Z", r"^/metrics\Z"]
 
 
 class BearerAuthentication(AbstractAuthenticationMiddleware):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
+from domain.errors import quoted_text
 from interface.problems import ApiProblem
 
 CURRENT = "1.2"
@@ -34,5 +35,5 @@ def check_api_version(connection: ASGIConnection, handler: BaseRouteHandler) -> 
         raise ApiProblem(
             400,
             "api_version_unsupported",
-            f"api_version {given!r} is not served by this endpoint; use {supported}",
+            f"api_version {quoted_text(given)} is not served by this endpoint; use {supported}",
         )

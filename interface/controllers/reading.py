@@ -11,6 +11,7 @@ from litestar import Controller, Request, get
 from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 
+from domain.errors import quoted_text
 from domain.transaction import Status, TransactionType
 from interface import presenters
 from interface.controllers.common import LedgerDep, code_parameter, principal, problems, version_header
@@ -29,7 +30,7 @@ MAX_PAGE = 1_000_000
 STATUSES = tuple(status.value for status in Status if status != Status.SIMULATED)
 TYPES = tuple(kind.value for kind in TransactionType)
 # RFC 3339, as the API document's date-time format says: a time and an offset are required
-DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})$")
+DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})\Z")
 
 
 def choice(name: str, values: tuple[str, ...]) -> QueryParameter:
@@ -112,7 +113,9 @@ def one_of(name: str, value: str | None, values: tuple[str, ...]) -> str | None:
 
 
 def malformed(name: str, value: str, expected: str) -> ApiProblem:
-    return ApiProblem(400, "malformed_request", f"query parameter {name}={value!r} must be {expected}")
+    return ApiProblem(
+        400, "malformed_request", f"query parameter {name}={quoted_text(value)} must be {expected}"
+    )
 
 
 def transaction_filter(

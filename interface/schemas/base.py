@@ -7,9 +7,23 @@ class Body(msgspec.Struct, kw_only=True, frozen=True, rename="camel", forbid_unk
     """Base of every request and response body."""
 
 
-CODE_PATTERN = r"^[A-Za-z0-9._:@-]+$"
+# Patterns end in \Z, the end of the text: `$` also matches before a final newline, so "alice\n" would pass
+# for a code that reads as "alice". The API document and the refusals show them with `$` (`ecma_pattern`).
+CODE_PATTERN = r"^[A-Za-z0-9._:@-]+\Z"
 Code = msgspec.Meta(min_length=1, max_length=64, pattern=CODE_PATTERN)
 Text = msgspec.Meta(max_length=512)
+
+
+def ecma_pattern(pattern: str) -> str:
+    """A pattern as ECMA-262 writes it, for the API document: Python's `\\Z` has no ECMA-262 form, and there
+    `$` without the m flag is the end of the text."""
+    return pattern.removesuffix("\\Z") + "$" if pattern.endswith("\\Z") else pattern
+
+
+def documented_patterns(message: str) -> str:
+    """A refusal of msgspec's that quotes a pattern (`matching regex '^[A-Z]{3}\\\\Z'`, its repr), with the
+    pattern as the API document shows it."""
+    return message.replace("\\\\Z'", "$'")
 
 
 def example(value: object) -> msgspec.Meta:

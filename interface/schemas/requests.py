@@ -18,9 +18,14 @@ from interface.schemas.base import (
 )
 
 CustomerCode = Annotated[str, Code, example(EXAMPLE_CUSTOMER)]
-Currency = Annotated[str, msgspec.Meta(min_length=3, max_length=3, pattern=r"^[A-Z]{3}$"), example("EUR")]
-CryptoCode = Annotated[str, msgspec.Meta(min_length=2, max_length=10, pattern=r"^[A-Z0-9]+$"), example("BTC")]
+Currency = Annotated[str, msgspec.Meta(min_length=3, max_length=3, pattern=r"^[A-Z]{3}\Z"), example("EUR")]
+CryptoCode = Annotated[
+    str, msgspec.Meta(min_length=2, max_length=10, pattern=r"^[A-Z0-9]+\Z"), example("BTC")
+]
 Address = Annotated[str, msgspec.Meta(min_length=1, max_length=128), example(EXAMPLE_ADDRESS)]
+# A blockchain's transaction id: any text without white space (`"t-1\n"` would be a second report of t-1)
+TX_ID_PATTERN = r"^\S+\Z"
+TxId = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=TX_ID_PATTERN)]
 Metadata = Annotated[
     dict[Annotated[str, msgspec.Meta(max_length=64)], Annotated[str, Text]], msgspec.Meta(max_length=32)
 ]
@@ -105,21 +110,21 @@ class BrokerSell(Body):
 
 
 class PayoutUpdate(Body):
-    customer_bank_account_id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-fA-F-]{32,36}$")] | None = None
+    customer_bank_account_id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-fA-F-]{32,36}\Z")] | None = None
     payment_reference: OptionalText = None
 
 
 class ChainDeposit(Body):
     crypto_code: CryptoCode
     address: Address
-    tx_id: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    tx_id: TxId
     crypto_amount: Amount
     confirmations: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 
 
 class ChainSendout(Body):
     transaction_code: Annotated[str, Code]
-    tx_id: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    tx_id: TxId
     confirmations: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 
 

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from litestar.testing import TestClient
 
 from interface.schemas.base import CODE_PATTERN
+from interface.schemas.requests import TX_ID_PATTERN
 from interface.text import unstorable
 from tests.e2e.support import AddressSource
 from tests.in_process import app_client, bearer_headers
@@ -60,11 +61,11 @@ FITS: dict[str, Callable[[str], bool]] = {
     "buyDataValue": up_to(512),
     "bankAccountNumber": up_to(512),
     "blockchainMessage": up_to(512),
-    "sendoutTxId": lambda text: 1 <= len(text) <= 128,
+    "sendoutTxId": lambda text: 1 <= len(text) <= 128 and re.fullmatch(TX_ID_PATTERN, text) is not None,
     "sellReference": up_to(512),
     "sellDataKey": up_to(64),
     "sellDataValue": up_to(512),
-    "depositTxId": lambda text: 1 <= len(text) <= 128,
+    "depositTxId": lambda text: 1 <= len(text) <= 128 and re.fullmatch(TX_ID_PATTERN, text) is not None,
     "payoutConfirmingReference": up_to(512),
     "payoutReference": up_to(512),
     "accountBuyIp": up_to(64),
