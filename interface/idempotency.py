@@ -10,6 +10,12 @@ The rules, as Stripe documents them:
   refusal of its content alone (a domain error that `judges_request_only`, such as an unknown payment
   method or an amount too precise) and a 5xx store nothing, so the key stays free for the corrected request
   or the retry. Refusals judged against what is recorded (limits, states, reserves, not found) are stored.
+- A stored answer is at most MAX_STORED_ANSWER bytes (body and headers), a bound no well-formed answer
+  reaches (refusals are small by construction; the largest answers are a customer's accounts). An answer over
+  it is a fault of ours: it is sent as made but not kept, and the key is freed (as when the database cannot
+  take an answer), so a retry runs the request again rather than replaying it (a create finds the
+  transaction its first run recorded). It never reaches the database: one oversized answer must not load
+  the event store's committer, whose transactions carry the answers.
 - A request that died while running (its lease lapsed) may be taken over by its retry, and only the request
   holding the claim may store the answer: a late first request cannot overwrite its retry's.
 - Creates are safe to rerun because their transaction code derives from partner, route and key
@@ -63,6 +69,7 @@ from interface.statement_batches import StatementBatches
 
 HEADER = b"idempotency-key"
 MAX_BODY = 64 * 1024
+MAX_STORED_ANSWER = 1024 * 1024  # bytes of an answer (body and headers) kept under a key; see the docstring
 LEASE_SECONDS = 10  # a running claim nobody renews (its process died or lost the database) lapses after this
 RENEW_SECONDS = 2  # how often a process renews the leases of its running requests
 POOL_WAIT_SECONDS = 5  # the longest a request waits for a connection (as the event store's pool)
@@ -100,6 +107,16 @@ class StoredResponse:
     status: int
     headers: list[tuple[str, str]]
     body: bytes
+
+    @property
+    def size(self) -> int:
+        """Bytes of its body and headers, as MAX_STORED_ANSWER counts them."""
+        return len(self.body) + sum(len(name) + len(value) for name, value in self.headers)
+
+    @property
+    def storable(self) -> bool:
+        """Small enough to keep under its key (MAX_STORED_ANSWER)."""
+        return self.size <= MAX_STORED_ANSWER
 
 
 @dataclass(frozen=True)

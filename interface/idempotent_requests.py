@@ -18,7 +18,8 @@ How a keyed request claims its key:
 - With the library's recorder (`BROKER_LEDGER_GROUP_COMMIT=off`) the key is claimed first, as its own
   statement, before the request runs.
 
-The answer is held until the key is settled, so that what the client gets is what the key keeps.
+The answer is held until the key is settled, so that what the client gets is what the key keeps; an answer
+over MAX_STORED_ANSWER is sent but not kept, and its key freed (see `interface.idempotency`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from psycopg_pool import PoolTimeout
 
 from application.store.save_queue import WithFirstSave, with_first_save
-from interface.idempotency import HEADER, MAX_BODY, IdempotencyStore, StoredResponse, fingerprint
+from interface.idempotency import (
+    HEADER,
+    MAX_BODY,
+    MAX_STORED_ANSWER,
+    IdempotencyStore,
+    StoredResponse,
+    fingerprint,
+)
 from interface.problems import PROBLEM_JSON, ApiProblem, problem_response, refused_before_execution
 from interface.security import authorize_route
 
@@ -143,18 +151,29 @@ class KeyedRequest:
     async def _answer(self, created: datetime, response: StoredResponse) -> None:
         """Stores the answer, or frees the key, before the client has the whole answer, so that a retry right
         after it finds the key done or free."""
-        try:
-            if self._executed(response) and await self.store.finish(
-                self.partner, self.key, created, response
-            ):
-                return
-        except STORE_FAULTS as error:
-            # the answer is true all the same and is sent; the key is freed instead, and a retry runs again
-            # and finds what this request did (a create finds its transaction by the key's code)
-            log.warning(
-                "could not keep the answer of Idempotency-Key %r of %s: %s", self.key, self.partner, error
-            )
+        # when the answer is not kept, it is true all the same and is sent; the key is freed instead, and a
+        # retry runs again and finds what this request did (a create finds its transaction by the key's code)
+        if self._executed(response) and self._storable(response):
+            try:
+                if await self.store.finish(self.partner, self.key, created, response):
+                    return
+            except STORE_FAULTS as error:
+                log.warning(
+                    "could not keep the answer of Idempotency-Key %r of %s: %s", self.key, self.partner, error
+                )
         await anyio.to_thread.run_sync(self.store.release, self.partner, self.key, created)
+
+    def _storable(self, response: StoredResponse) -> bool:
+        if response.storable:
+            return True
+        log.warning(
+            "the answer of Idempotency-Key %r of %s is %d bytes, over %d: sent, not kept; the key is freed",
+            self.key,
+            self.partner,
+            response.size,
+            MAX_STORED_ANSWER,
+        )
+        return False
 
     async def _claim_at_answer(self, response: StoredResponse) -> Replacement | None:
         """A request that saved nothing: its key claimed now, and answered; or, held by another, the holder's

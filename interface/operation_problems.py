@@ -109,14 +109,14 @@ DOMAIN_ERRORS: dict[str, DomainErrors] = {
     "createReserveAdjustment": RESERVES,
 }
 # Codes beyond the shared machinery's and the domain's: the token endpoint's own (RFC 6749 5.2), and
-# GET /health's stalled projections, a list the read models cannot answer completely yet.
+# GET /health's stalled projections or committer, a list the read models cannot answer completely yet.
 OWN_CODES: dict[str, dict[int, list[str]]] = {
     "issueToken": {
         400: ["invalid_request", "unsupported_grant_type", "invalid_scope"],
         401: ["invalid_client"],
         429: ["too_many_failed_attempts", "secret_checks_busy"],
     },
-    "health": {503: ["projection_stalled"]},
+    "health": {503: ["projection_stalled", "committer_stalled"]},
     "listTransactions": {503: ["read_model_behind"]},
     "getReserves": {503: ["read_model_behind"]},
 }

@@ -36,13 +36,23 @@ What a fault does:
 - A batch waits at most `LOCK_TIMEOUT` for the table lock and runs at most `STATEMENT_TIMEOUT` per statement;
   a request waits at most `SAVE_WAIT_LIMIT` for its save. Past those it gets eventsourcing's
   `OperationalError`, which the interface answers 503 `database_unavailable` with `Retry-After`.
+- The committer cannot wedge: a batch that holds its connection longer than `COMMIT_DEADLINE` (a wait the
+  server's timeouts do not bound: a server waiting for the client, a silent network) is interrupted and its
+  connection shut down (`application.store.commit_watch`); the batch is settled as after a lost connection
+  (below) and the next one runs on a new connection. `stalled` says when the committer does not commit
+  (GET /health).
+- The batch's pipeline is left (its block ends), never synced with `Pipeline.sync()` (psycopg 3.3): the
+  sync sends the last messages with one non-blocking flush, ignores what it could not send and waits for
+  the server's answer. A statement larger than the socket takes in a few tries (about 2 MB over a Unix
+  socket, such as the embedded server's; tens of MB over TCP; less in a busy process) stayed half in
+  libpq's buffer: the server waited for the rest (`ClientRead`), the committer for the server, for ever,
+  and every save of the process behind it. Leaving the pipeline flushes until all is sent.
 - A save that fails for its own data (an integrity, data or programming error) fails alone: the batch is
   written again save by save under savepoints, as for a version conflict.
 - When the connection fails, the batch may or may not have committed (COMMIT may have reached the server
-  before the connection was lost). The committer then reads back, on another connection, the events it sent:
-  the saves found there, byte for byte, succeed with their notification ids; the others fail with the
-  connection's error. So a landed save is never retried into a version conflict (a 409 for a write that
-  happened). Only if the read-back itself fails does the save fail as *ambiguous*, and it is not retried.
+  before the connection was lost). The committer reads back the events it sent (`application.store.
+  read_back`): the saves found there succeed, the others fail with the connection's error, so a landed save
+  is never retried into a version conflict.
 """
 
 from __future__ import annotations
@@ -52,7 +62,6 @@ import threading
 import time
 from collections.abc import Sequence
 from typing import Any
-from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import (
@@ -72,11 +81,12 @@ from psycopg import Connection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Identifier, Literal
-from psycopg_pool import PoolTimeout
 
 from application.store.binary_arrays import ByteaArray, Int8Array, TextArray, UUIDArray
+from application.store.commit_watch import CommitProgress, CommitWatch, WatchedUse
 from application.store.positions import current_writes
-from application.store.read_ahead import REFUSED_BEFORE_COMMIT, ReadAheadQueries
+from application.store.read_ahead import ReadAheadQueries
+from application.store.read_back import ReadBack
 from application.store.save_queue import (
     CompanionRefused,
     PendingSave,
@@ -101,7 +111,9 @@ MAX_BATCH_EVENTS = 2000  # events per transaction; a larger queue is written in 
 LOCK_TIMEOUT = 5.0  # seconds a batch waits for the events table's lock
 STATEMENT_TIMEOUT = 10.0  # seconds any statement of a batch may run
 SAVE_WAIT_LIMIT = LOCK_TIMEOUT + STATEMENT_TIMEOUT + 5.0  # seconds a request waits for its save
-READ_BACK_ATTEMPTS = (0.0, 0.2, 1.0)  # delays before each try at reading back a batch after a fault
+# seconds a batch (or a read back) may hold its connection, then it is interrupted; within SAVE_WAIT_LIMIT, so
+# that the batch's waiters get its error rather than give up on it
+COMMIT_DEADLINE = LOCK_TIMEOUT + STATEMENT_TIMEOUT
 # Errors of one save's own making: the batch is written again save by save, and only those saves fail.
 SAVE_ERRORS = (
     psycopg.errors.IntegrityError,
@@ -160,6 +172,9 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
         self._queue = SaveQueue()
         self._committer: threading.Thread | None = None
         self._starting = threading.Lock()
+        self._watch = CommitWatch()
+        self._read_back = ReadBack(datastore, self.read_back_statement, self._watch)
+        self.progress = CommitProgress()
         self.batches_committed = 0  # for tests and benchmarks: how many transactions carried the saves
 
     def keep_write_positions(self, schema: str, table: str) -> None:
@@ -244,27 +259,39 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
     def _commit_forever(self) -> None:
         while True:
             batch = self._queue.take_batch(MAX_BATCH_EVENTS)
+            committed = self.batches_committed
+            self.progress.began()
             try:
                 self.commit_batch(batch)
             except BaseException as error:  # every waiter must wake, whatever went wrong
                 for save in batch:  # (the datastore has turned psycopg's errors into eventsourcing's)
                     if not save.done.is_set():
                         save.fail(error)
+            failure = next((save.error for save in batch if save.error is not None), None)
+            self.progress.ended(self.batches_committed > committed, failure)
+
+    def stalled(self) -> str | None:
+        """Why this process's committer does not commit, or None (GET /health): a batch under way, or
+        batches failing while saves keep coming, or saves waiting, for longer than COMMIT_DEADLINE
+        (`application.store.commit_watch.CommitProgress`)."""
+        return self.progress.stalled(COMMIT_DEADLINE, self._queue.waiting_for())
 
     def commit_batch(self, batch: list[PendingSave]) -> None:
-        """Writes `batch` in one transaction and wakes its waiters after COMMIT."""
+        """Writes `batch` in one transaction and wakes its waiters after COMMIT; a batch that holds its
+        connection longer than COMMIT_DEADLINE is interrupted, and settled as after a lost connection."""
         saves = sum(1 for save in batch if save.events)
         if saves:
             GROUP_COMMIT_SAVES.observe(saves)
+        use: WatchedUse | None = None
         try:
-            with self.datastore.get_connection() as conn:
+            with self.datastore.get_connection() as conn, self._watch.watching(conn, COMMIT_DEADLINE) as use:
                 try:
                     ids, kept = self._write_together(conn, batch)
                 except SAVE_ERRORS:
                     self._write_one_by_one(conn, batch)
                     return
         except (OperationalError, InterfaceError) as fault:
-            self._settle_after_fault(batch, fault)
+            self._read_back.settle(batch, _overran(use, fault), COMMIT_DEADLINE)
             return
         self.batches_committed += 1
         start = 0
@@ -281,18 +308,18 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
         positions = self._positions(batch)
         companions = [save for save in batch if save.statements]
         try:
-            with conn.cursor() as control, conn.cursor() as insert, conn.pipeline() as pipeline:
-                control.execute(BEGIN)
-                self._set_timeouts(control)
-                if columns[0]:
-                    control.execute(self.lock_statement, prepare=True)
-                    control.execute(self.notify_statement)
-                    insert.execute(self.insert_keyed_statement, columns, prepare=True, binary=True)
-                if positions is not None:
-                    control.execute(self.positions_statement, positions, prepare=True, binary=True)
-                cursors = [_sent(conn, save.statements) for save in companions]
-                control.execute(COMMIT)
-                pipeline.sync()
+            with conn.cursor() as control, conn.cursor() as insert:
+                with conn.pipeline():  # left, never synced (see the module docstring)
+                    control.execute(BEGIN)
+                    self._set_timeouts(control)
+                    if columns[0]:
+                        control.execute(self.lock_statement, prepare=True)
+                        control.execute(self.notify_statement)
+                        insert.execute(self.insert_keyed_statement, columns, prepare=True, binary=True)
+                    if positions is not None:
+                        control.execute(self.positions_statement, positions, prepare=True, binary=True)
+                    cursors = [_sent(conn, save.statements) for save in companions]
+                    control.execute(COMMIT)
                 ids = [row["notification_id"] for row in insert.fetchall()] if columns[0] else []
                 rows = [[cursor.fetchall() for cursor in sent] for sent in cursors]
         except BaseException:
@@ -383,47 +410,6 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
             return False
         return True
 
-    def _settle_after_fault(self, batch: list[PendingSave], fault: BaseException) -> None:
-        """After a connection fault: the saves whose events are in the store succeed, the others fail."""
-        if not _may_have_committed(fault):
-            for save in batch:
-                save.fail(fault)
-            return
-        found = self._read_back(batch)
-        if found is None:
-            for save in batch:
-                save.ambiguous = True
-                save.fail(fault)
-            return
-        for save in batch:  # a companion's statements cannot be read back: it fails, as one that may have run
-            keys = [(event.originator_id, event.originator_version, event.state) for event in save.events]
-            if keys and all(key in found for key in keys):
-                save.succeed([found[key] for key in keys])
-            else:
-                save.ambiguous = save.ambiguous or not keys
-                save.fail(fault)
-
-    def _read_back(self, batch: list[PendingSave]) -> dict[tuple[UUID, int, bytes], int] | None:
-        """The notification ids of the batch's events as stored now, keyed by (originator id, version,
-        state): the same bytes, so another writer's events at those versions do not count. None if the
-        store cannot be read."""
-        originator_ids = list({event.originator_id for save in batch for event in save.events})
-        if not originator_ids:
-            return {}
-        for delay in READ_BACK_ATTEMPTS:
-            time.sleep(delay)
-            try:
-                with self.datastore.get_connection() as conn, conn.cursor() as curs:
-                    curs.execute(self.read_back_statement, {"ids": originator_ids})
-                    rows = curs.fetchall()
-            except (OperationalError, InterfaceError):
-                continue
-            return {
-                (row["originator_id"], row["originator_version"], bytes(row["state"])): row["notification_id"]
-                for row in rows
-            }
-        return None
-
     def _set_timeouts(self, curs: Any) -> None:
         """This recorder's lock and statement timeouts, for the transaction, unless the connection was
         opened with them (nothing changes them after). The library's table lock follows, if the batch has
@@ -441,7 +427,7 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
 
 def _sent(conn: Connection[Any], statements: Sequence[Statement]) -> list[Any]:
     """Executes a companion's statements, each on a cursor of its own (rows as tuples), and returns the
-    cursors: in a pipeline their rows are there once it is synced."""
+    cursors: in a pipeline their rows are there once it is left."""
     cursors = []
     for statement, parameters in statements:
         cursor = conn.cursor(row_factory=tuple_row)
@@ -450,13 +436,16 @@ def _sent(conn: Connection[Any], statements: Sequence[Statement]) -> list[Any]:
     return cursors
 
 
-def _may_have_committed(fault: BaseException) -> bool:
-    """False when the batch surely did not commit: no connection was had, or the server refused a statement
-    before COMMIT (a lock or statement timeout)."""
-    cause = fault.__cause__
-    if isinstance(cause, PoolTimeout):
-        return False
-    return getattr(cause, "sqlstate", None) not in REFUSED_BEFORE_COMMIT
+def _overran(use: WatchedUse | None, fault: PersistenceError) -> PersistenceError:
+    """The fault of a batch, saying so when the watch interrupted it; its cause stays the connection's own
+    error (`read_back.may_have_committed` judges by it)."""
+    if use is None or not use.interrupted:
+        return fault
+    overran = OperationalError(
+        f"the database did not finish a batch within {use.seconds:g} s; its connection was replaced ({fault})"
+    )
+    overran.__cause__ = fault.__cause__
+    return overran
 
 
 def _as_library_error(error: Exception) -> PersistenceError:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -44,6 +45,7 @@ class PendingSave:
         "events",
         "notification_ids",
         "on_done",
+        "queued_at",
         "rows",
         "statements",
         "writes",
@@ -65,6 +67,7 @@ class PendingSave:
         self.error: BaseException | None = None
         self.ambiguous = False  # failed without knowing whether its events were written
         self.done = threading.Event()
+        self.queued_at = time.monotonic()
 
     @property
     def size(self) -> int:
@@ -183,6 +186,11 @@ class SaveQueue:
                 events += save.size
             batch, self._waiting = self._waiting[:taken], self._waiting[taken:]
             return batch
+
+    def waiting_for(self) -> float:
+        """How long the oldest save still waiting for the committer has waited (0 when none waits)."""
+        with self._ready:
+            return time.monotonic() - self._waiting[0].queued_at if self._waiting else 0.0
 
     def withdraw(self, save: PendingSave) -> bool:
         """Takes `save` back if the committer has not taken it yet (then nothing of it is written)."""

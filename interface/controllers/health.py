@@ -1,5 +1,6 @@
-"""Liveness (`GET /health/live`: the process serves) and readiness (`GET /health`: the database answers and
-every projection keeps up with the event log, see `projections.status`)."""
+"""Liveness (`GET /health/live`: the process serves) and readiness (`GET /health`: the event store's
+committer commits, see `application.store.commit_watch`; the database answers; and every projection keeps
+up with the event log, see `projections.status`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from litestar import Response, get
 from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
 
+from application.store.group_commit import GroupCommitRecorder
 from interface.problems import PROBLEM_JSON
 from interface.schemas.health import Health, ProjectionError, ProjectionHealth, StalledProblem
 from projections import status
 from projections.status import ProjectionState
 
 STALLED = "projection_stalled"
+COMMITTER_STALLED = "committer_stalled"
 
 
 @get(
@@ -37,16 +40,22 @@ async def liveness() -> dict[str, str]:
     responses={
         503: ResponseSpec(
             data_container=StalledProblem,
-            description="A projection stalled (`projection_stalled`), or the database is unavailable",
+            description=(
+                "A projection stalled (`projection_stalled`), the event store's committer does not commit"
+                " (`committer_stalled`), or the database is unavailable"
+            ),
             media_type=PROBLEM_JSON,
             generate_examples=False,
         )
     },
 )
 def health(state: State) -> Response[Health]:
-    """Readiness: the database answers, and no projection has a recorded failure or an unapplied event older
-    than BROKER_LEDGER_PROJECTION_STALL_SECONDS (30 by default); else 503 `projection_stalled`."""
+    """Readiness: this process's writes commit (else 503 `committer_stalled`), the database answers, and no
+    projection has a recorded failure or an unapplied event older than BROKER_LEDGER_PROJECTION_STALL_SECONDS
+    (30 by default); else 503 `projection_stalled`."""
     ledger = state.runtime.ledger
+    if isinstance(ledger.recorder, GroupCommitRecorder) and (why := ledger.recorder.stalled()):
+        return _committer_stalled(why)
     threshold = status.stall_seconds()
     with state.pool.connection() as conn:
         conn.execute("SELECT 1")
@@ -64,6 +73,20 @@ def health(state: State) -> Response[Health]:
         code=STALLED,
         errors=[one.describe() for one in stalled],
         projections=[_projection(one, threshold) for one in found],
+    )
+    return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": "5"})
+
+
+def _committer_stalled(why: str) -> Response[Health]:
+    """503 `committer_stalled`: the writes of this process do not commit (told without asking the database,
+    which may be what holds them)."""
+    problem = StalledProblem(
+        type=f"urn:broker-ledger:problem:{COMMITTER_STALLED}",
+        title="Committer stalled",
+        status=503,
+        detail=f"writes do not commit: {why}",
+        code=COMMITTER_STALLED,
+        errors=[why],
     )
     return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": "5"})
 

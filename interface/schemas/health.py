@@ -37,7 +37,7 @@ class Health(Body):
 
 
 class StalledProblem(Problem, kw_only=True, frozen=True):
-    """503 `projection_stalled`: the read models do not keep up; `projections` says where each stands (absent
-    from the other 503, `database_unavailable`)."""
+    """503 `projection_stalled`: the read models do not keep up; `projections` says where each stands (empty
+    for `committer_stalled`, this process's writes do not commit; absent from `database_unavailable`)."""
 
     projections: list[ProjectionHealth] = []
