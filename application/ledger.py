@@ -208,11 +208,13 @@ class Ledger(LedgerLog):
 
     # --- reserves, histories, prices ------------------------------------------------------------------------
 
-    def record_adjustment(self, request: AdjustmentRequest, code: str | None = None) -> ReserveAdjustment:
-        return self.reserves.record_adjustment(request, code)
+    def record_adjustment(
+        self, partner: str, request: AdjustmentRequest, code: str | None = None
+    ) -> ReserveAdjustment:
+        return self.reserves.record_adjustment(partner, request, code)
 
-    def adjustment(self, code: str) -> ReserveAdjustment | None:
-        return self.reserves.adjustment(code)
+    def adjustment(self, partner: str, code: str) -> ReserveAdjustment | None:
+        return self.reserves.adjustment(partner, code)
 
     def history(self, partner: str, code: str, at: datetime | None = None) -> list[DomainEvent]:
         return self.histories.history(partner, code, at)

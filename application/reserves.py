@@ -1,8 +1,11 @@
-"""Use cases of the reserves: the operator's adjustments (opening balances, moves between reserves).
+"""Use cases of the reserves: a partner's operator's adjustments (opening balances, moves between reserves).
 
-The balances shown are derived by the `Postings` projection; no use case reads them. A move is checked
-against the asset's `ReserveBook` (what each reserve held at a position of the log) plus what the log recorded
-since, counted here from the events themselves, and the book is saved with the move.
+Reserves are each partner's own book (`domain.reserves`): every use case acts on the caller's partner's
+reserves, adjustment codes and books only, so another partner's reserve name or adjustment code is simply
+unknown here. The balances shown are derived by the `Postings` projection; no use case reads them. A move
+is checked against the partner's `ReserveBook` of the asset (what each of its reserves held at a position of
+the log) plus what the log recorded since for the partner, counted here from the events themselves, and the
+book is saved with the move.
 """
 
 from __future__ import annotations
@@ -41,28 +44,31 @@ class Reserves:
         self.store = context.store
         self.settings = context.settings
 
-    def record_adjustment(self, request: AdjustmentRequest, code: str | None = None) -> ReserveAdjustment:
-        """Records an adjustment under `code` (new when not given). The same code with the same request
-        returns the adjustment recorded first; with another request it is refused."""
+    def record_adjustment(
+        self, partner: str, request: AdjustmentRequest, code: str | None = None
+    ) -> ReserveAdjustment:
+        """Records an adjustment of the partner's reserves under the partner's `code` (new when not given).
+        The same code with the same request returns the adjustment recorded first; with another request it
+        is refused."""
         code = code or self.new_adjustment_code()
         movement = self.movement(request)
         check_movement(movement)
 
         def record() -> ReserveAdjustment:
-            existing = self.store.find(ReserveAdjustment.create_id(code))
+            existing = self.adjustment(partner, code)
             if existing is not None:
                 existing.check_same(movement, request.note)
                 return existing
             now = self.context.clock.now()
-            adjustment = ReserveAdjustment.record(code, movement, request.note, now)
-            book = self._drawn_book(movement)
-            self.store.save(adjustment, *self._new_places(movement, now), *book)
+            adjustment = ReserveAdjustment.record(partner, code, movement, request.note, now)
+            book = self._drawn_book(partner, movement)
+            self.store.save(adjustment, *self._new_places(partner, movement, now), *book)
             return adjustment
 
         return self.store.retrying(record)
 
-    def adjustment(self, code: str) -> ReserveAdjustment | None:
-        return self.store.find(ReserveAdjustment.create_id(code))
+    def adjustment(self, partner: str, code: str) -> ReserveAdjustment | None:
+        return self.store.find(ReserveAdjustment.create_id(partner, code))
 
     def movement(self, request: AdjustmentRequest) -> Movement:
         """The request as a movement, its codes checked against the settings (its rules when recorded)."""
@@ -85,34 +91,36 @@ class Reserves:
         to = reserve(request.to_reserve, request.to_type)
         return Movement(kind, asset, crypto, request.amount, to, source)
 
-    def _new_places(self, movement: Movement, at: datetime) -> list[ReservePlace]:
-        """The reserves named for the first time; a reserve named before must keep its type."""
+    def _new_places(self, partner: str, movement: Movement, at: datetime) -> list[ReservePlace]:
+        """The partner's reserves named for the first time; a reserve it named before must keep its type."""
         new = []
         for place in movement.reserves:
             if place.name in BUILT_IN:
                 continue
-            known = self.store.find(ReservePlace.create_id(place.name))
+            known = self.store.find(ReservePlace.create_id(partner, place.name))
             if known is None:
-                new.append(ReservePlace(place.name, place.type.value, at))
+                new.append(ReservePlace.named(partner, place, at))
             else:
                 known.check_type(place)
         return new
 
-    def _drawn_book(self, movement: Movement) -> list[ReserveBook]:
-        """For a move, the asset's book with the move's source checked to hold the amount (refused with
-        `InsufficientReserve` otherwise); nothing for an opening balance (it only adds)."""
+    def _drawn_book(self, partner: str, movement: Movement) -> list[ReserveBook]:
+        """For a move, the partner's book of the asset with the move's source checked to hold the amount
+        (refused with `InsufficientReserve` otherwise); nothing for an opening balance (it only adds)."""
         if movement.source is None:
             return []
         asset = movement.asset.code
-        book = self.store.get_or_create(ReserveBook.create_id(asset), lambda: ReserveBook(asset))
-        through, changes = self._changes_since(asset, book.through)
+        book = self.store.get_or_create(
+            ReserveBook.create_id(partner, asset), lambda: ReserveBook.of(partner, asset)
+        )
+        through, changes = self._changes_since(partner, asset, book.through)
         book.draw(movement.source.name, movement.amount, through, changes, movement.asset)
         return [book]
 
-    def _changes_since(self, asset: str, through: int) -> tuple[int, dict[str, Decimal]]:
-        """What the events after notification `through` did to each reserve in `asset`, and the id of the
-        last of them. The events table is written under a lock, one recording after the other, so nothing
-        can appear later below the last id read."""
+    def _changes_since(self, partner: str, asset: str, through: int) -> tuple[int, dict[str, Decimal]]:
+        """What the events after notification `through` did to each of the partner's reserves in `asset`,
+        and the id of the last of them (of any partner). The events table is written under a lock, one
+        recording after the other, so nothing can appear later below the last id read."""
         changes: dict[str, Decimal] = defaultdict(Decimal)
         while True:
             page = self.store.app.recorder.select_notifications(
@@ -122,7 +130,7 @@ class Reserves:
             orders = self._orders({e.originator_id for e in events if isinstance(e, Transaction.Event)})
             for notification, domain_event in zip(page, events, strict=True):
                 for change in reserve_changes(domain_event, orders.get(domain_event.originator_id)):
-                    if change.asset == asset:
+                    if change.partner == partner and change.asset == asset:
                         changes[change.reserve] += change.amount
                 through = notification.id
             if len(page) < PAGE:

@@ -1,25 +1,31 @@
-"""Reserves: the named places where the service keeps its money, and the operator's adjustments of them.
+"""Reserves: the named places where a partner keeps its money, and its operator's adjustments of them.
+
+Reserves are each partner's own book: a reserve is named by a partner and its name means nothing to another
+partner (two partners' `cold-1` are two reserves), its trades reach only its own built-in reserves, and its
+operator adjusts only its own. The partner is part of every reserve aggregate's id (`business_id` of the
+partner and the name, the code or the asset), so another partner's reserve, adjustment code or book is
+simply unknown to a partner: the same answer as one that does not exist.
 
 A reserve is a place of one type (`Exchange`, `HotWallet`, `ColdStore`) holding currencies or
-crypto-currencies. Two are built in and used by every transaction: `hot-wallet` (a HotWallet: the crypto
-the service receives from sellers and sends to buyers) and `bank` (an Exchange: the fiat paid in by buyers
-and paid out to sellers). Any other name becomes a reserve the first time an adjustment names it, with the
-type given then; naming it later with another type is refused. HotWallets and ColdStores hold
-crypto-currencies only.
+crypto-currencies. Two are built in for every partner and used by each of its transactions: `hot-wallet`
+(a HotWallet: the crypto the partner's sellers pay in and its buyers are sent) and `bank` (an Exchange: the
+fiat paid in by its buyers and paid out to its sellers). Any other name becomes a reserve of the partner
+the first time its operator's adjustment names it, with the type given then; naming it later with another
+type is refused. HotWallets and ColdStores hold crypto-currencies only.
 
-An adjustment is recorded by the operator, once per adjustment code:
+An adjustment is recorded by a partner's operator, once per adjustment code of the partner:
 - an opening balance brings an amount of one asset into one reserve (from the owners' equity);
 - a move takes an amount of one asset from one reserve to another (e.g. hot wallet to cold store).
 Amounts are positive and exact at the asset's precision.
 
-A move never takes a reserve below zero (`insufficient_reserve`): the `ReserveBook` of the asset, saved with
-every move, holds what each reserve held at a position of the log, and a move first counts what the log
-recorded since (adjustments and the trades that reach the built-in reserves, see `reserve_changes`), so two
-concurrent moves conflict on the book and the second is decided on what the first left. Trades are never
-refused: a buy's sendout leaves the hot wallet and a sell's payout leaves the bank whatever the ledger says
-they hold (the chain and the bank moved the money already), so `hot-wallet` and `bank` may show below zero
-(say, before their opening balances are recorded). Every other reserve moves only by adjustments and is
-never below zero.
+A move never takes a reserve below zero (`insufficient_reserve`): the partner's `ReserveBook` of the asset,
+saved with every move, holds what each of the partner's reserves held at a position of the log, and a move
+first counts what the log recorded since (the partner's adjustments and the partner's trades that reach its
+built-in reserves, see `reserve_changes`), so two concurrent moves conflict on the book and the second is
+decided on what the first left. Trades are never refused: a buy's sendout leaves the partner's hot wallet
+and a sell's payout leaves its bank whatever the ledger says they hold (the chain and the bank moved the
+money already), so `hot-wallet` and `bank` may show below zero (say, before their opening balances are
+recorded). Every other reserve moves only by adjustments and is never below zero.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -64,6 +71,9 @@ BANK = "bank"
 BUILT_IN: dict[str, ReserveType] = {HOT_WALLET: ReserveType.HOT_WALLET, BANK: ReserveType.EXCHANGE}
 CRYPTO_ONLY = frozenset({ReserveType.HOT_WALLET, ReserveType.COLD_STORE})
 MAX_NAME = 64
+# The partner of an adjustment recorded when the reserves were one book for every partner (its event of
+# class version 1 names none): no partner's, so no partner sees or moves what it recorded.
+NO_PARTNER = ""
 
 
 @dataclass(frozen=True)
@@ -128,11 +138,18 @@ def check_movement(movement: Movement) -> None:
 
 
 class ReservePlace(Aggregate):
-    """A reserve named by an operator's adjustment, with the type it was first given (not the built-ins)."""
+    """A reserve of a partner named by its operator's adjustment, with the type it was first given (not the
+    built-ins). Made by `named`: its id is the partner's and the name's."""
 
     @staticmethod
-    def create_id(name: str, **_: object) -> UUID:
-        return business_id("reserve", name)
+    def create_id(partner: str, name: str, **_: object) -> UUID:
+        return business_id("reserve", partner, name)
+
+    @classmethod
+    def named(cls, partner: str, place: Reserve, at: datetime) -> ReservePlace:
+        return cls._create(
+            cls.Named, id=cls.create_id(partner, place.name), name=place.name, type=place.type.value, at=at
+        )
 
     @event("Named")
     def __init__(self, name: str, type: str, at: datetime) -> None:
@@ -146,15 +163,37 @@ class ReservePlace(Aggregate):
 
 
 class ReserveAdjustment(Aggregate):
-    """One adjustment of the reserves, recorded once under its code."""
+    """One adjustment of a partner's reserves, recorded once under its code (a code of the partner)."""
+
+    class Recorded(Aggregate.Created):
+        """Version 2 names the partner whose reserves it adjusts; one of version 1 (recorded when the
+        reserves were one book for every partner) belongs to no partner (`NO_PARTNER`)."""
+
+        class_version = 2
+        partner: str
+        code: str
+        kind: str
+        asset_code: str
+        amount: Decimal
+        to_reserve: str
+        to_type: str
+        from_reserve: str | None
+        from_type: str | None
+        note: str | None
+        at: datetime
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["partner"] = NO_PARTNER
 
     @staticmethod
-    def create_id(code: str, **_: object) -> UUID:
-        return business_id("reserve-adjustment", code)
+    def create_id(partner: str, code: str, **_: object) -> UUID:
+        return business_id("reserve-adjustment", partner, code)
 
     @event("Recorded")
     def __init__(
         self,
+        partner: str,
         code: str,
         kind: str,
         asset_code: str,
@@ -166,6 +205,7 @@ class ReserveAdjustment(Aggregate):
         note: str | None,
         at: datetime,
     ) -> None:
+        self.partner = partner
         self.code = code
         self.kind = AdjustmentKind(kind)
         self.asset_code = asset_code
@@ -176,10 +216,13 @@ class ReserveAdjustment(Aggregate):
         self.created = at
 
     @classmethod
-    def record(cls, code: str, movement: Movement, note: str | None, at: datetime) -> ReserveAdjustment:
+    def record(
+        cls, partner: str, code: str, movement: Movement, note: str | None, at: datetime
+    ) -> ReserveAdjustment:
         check_movement(movement)
         source = movement.source
         return cls(
+            partner=partner,
             code=code,
             kind=movement.kind.value,
             asset_code=movement.asset.code,
@@ -209,15 +252,16 @@ class ReserveAdjustment(Aggregate):
 
 
 def may_go_negative(name: str) -> bool:
-    """Whether trades draw the reserve without asking (the built-in hot wallet and bank); every other reserve
-    moves only by the operator's adjustments and must never be below zero."""
+    """Whether trades draw the reserve without asking (a partner's built-in hot wallet and bank); every other
+    reserve moves only by its partner's operator's adjustments and must never be below zero."""
     return name in BUILT_IN
 
 
 @dataclass(frozen=True)
 class ReserveChange:
-    """What one event did to one reserve in one asset: positive in, negative out."""
+    """What one event did to one reserve of one partner in one asset: positive in, negative out."""
 
+    partner: str
     reserve: str
     asset: str
     amount: Decimal
@@ -238,40 +282,53 @@ def reserve_event_topics() -> list[str]:
 
 
 def reserve_changes(domain_event: object, order: Order | None = None) -> list[ReserveChange]:
-    """What an event did to the reserves (nothing for most); `order` is the transaction's, for its events."""
+    """What an event did to the reserves (nothing for most): an adjustment to its partner's, a trade to its
+    partner's built-in ones; `order` is the transaction's, for its events."""
     if isinstance(domain_event, ReserveAdjustment.Recorded):
-        asset, amount = domain_event.asset_code, domain_event.amount
-        changes = [ReserveChange(domain_event.to_reserve, asset, amount)]
+        partner, asset, amount = domain_event.partner, domain_event.asset_code, domain_event.amount
+        changes = [ReserveChange(partner, domain_event.to_reserve, asset, amount)]
         if domain_event.from_reserve is not None:
-            changes.append(ReserveChange(domain_event.from_reserve, asset, -amount))
+            changes.append(ReserveChange(partner, domain_event.from_reserve, asset, -amount))
         return changes
     name = type(domain_event).__name__
     if order is None or not isinstance(domain_event, Transaction.Event) or name not in TRADE_EVENTS:
         return []
-    quote, crypto, fiat = order.quote, order.crypto, order.currency
+    return _trade_changes(name, order, domain_event)
+
+
+def _trade_changes(name: str, order: Order, domain_event: Any) -> list[ReserveChange]:
+    quote, partner = order.quote, order.partner
+
+    def hot_wallet(amount: Decimal) -> ReserveChange:
+        return ReserveChange(partner, HOT_WALLET, order.crypto, amount)
+
+    def bank(amount: Decimal) -> ReserveChange:
+        return ReserveChange(partner, BANK, order.currency, amount)
+
     if name == "Completed" and order.type == TransactionType.BUY:
-        sent = quote.crypto_amount + quote.fees.network_crypto
-        return [ReserveChange(HOT_WALLET, crypto, -sent), ReserveChange(BANK, fiat, quote.fiat_value)]
+        return [hot_wallet(-(quote.crypto_amount + quote.fees.network_crypto)), bank(quote.fiat_value)]
     if name == "Completed":
-        return [
-            ReserveChange(HOT_WALLET, crypto, quote.crypto_amount),
-            ReserveChange(BANK, fiat, -quote.fiat_value),
-        ]
+        return [hot_wallet(quote.crypto_amount), bank(-quote.fiat_value)]
     if name == "ToPayout":
-        return [ReserveChange(HOT_WALLET, crypto, quote.crypto_amount)]
+        return [hot_wallet(quote.crypto_amount)]
     if name == "PaidOut":
-        return [ReserveChange(BANK, fiat, -quote.fiat_value)]
+        return [bank(-quote.fiat_value)]
     received = domain_event.payment.amount  # Blocked, PaidLate: what arrived, whatever the quote said
-    return [ReserveChange(HOT_WALLET, crypto, received)] if received else []
+    return [hot_wallet(received)] if received else []
 
 
 class ReserveBook(Aggregate):
-    """Per asset, what each reserve held as of a position of the log: the state operators' moves are checked
-    against and saved with, so that concurrent moves are decided one after the other."""
+    """A partner's book of one asset: what each of the partner's reserves held as of a position of the log,
+    the state its operator's moves are checked against and saved with, so that concurrent moves are decided
+    one after the other. Opened by `of`: its id is the partner's and the asset's."""
 
     @staticmethod
-    def create_id(asset_code: str, **_: object) -> UUID:
-        return business_id("reserve-book", asset_code)
+    def create_id(partner: str, asset_code: str, **_: object) -> UUID:
+        return business_id("reserve-book", partner, asset_code)
+
+    @classmethod
+    def of(cls, partner: str, asset_code: str) -> ReserveBook:
+        return cls._create(cls.Opened, id=cls.create_id(partner, asset_code), asset_code=asset_code)
 
     @event("Opened")
     def __init__(self, asset_code: str) -> None:

@@ -1,11 +1,15 @@
-"""The reading use case of GET /reserves: the service's reserves, read after the caller's writes.
+"""The reading use case of GET /reserves: the caller's partner's own reserves, read after its writes.
+
+Reserves are each partner's own book: a partner is shown its own reserves only, with what its own trades
+locked or moved and its own operator's adjustments, never another partner's (`read_positions` of the
+partner).
 
 A read first waits until the `Postings` view has processed the partner's last write (its position, kept by
 `interface/read_your_writes.py`), at most `WAIT_SECONDS`, or not at all when the projection has a recorded
 failure; a view still behind that write is not served as if it were complete: 503 `read_model_behind` with
-`Retry-After`, as for a list of transactions. Every configured asset has its built-in reserves (the hot
-wallet for cryptos, the bank for currencies) even before anything was posted to them; amounts are shown to
-the asset's places.
+`Retry-After`, as for a list of transactions. Every configured asset has the partner's built-in reserves (the
+hot wallet for cryptos, the bank for currencies) even before anything was posted to them; amounts are shown
+to the asset's places.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ class ReserveReader:
         return cls(state.settings, state.pool, state.write_positions)
 
     def reserves(self, partner: str) -> s.Reserves:
-        """The reserves once the Postings view has the partner's last write (or the wait ran out)."""
+        """The partner's reserves once the Postings view has its last write (or the wait ran out)."""
         return reserves_body(self.settings, self.positions(partner))
 
     def positions(self, partner: str) -> list[ReservePosition]:
@@ -63,7 +67,7 @@ class ReserveReader:
             if not holds_write(last, reached, failing, self.wait_seconds):
                 log.warning("ledger postings behind %s's last write (%d); answered 503", partner, last)
                 raise read_model_behind(failing(), "ledger postings", "the reserves")
-            return read_positions(conn, always)
+            return read_positions(conn, partner, always)
 
 
 def reserves_body(settings: Settings, positions: list[ReservePosition]) -> s.Reserves:

@@ -7,8 +7,9 @@ be; `export` writes the history of a period as JSON Lines (see `projections.audi
     position together, so the snapshot holds exactly the state after event P); then it replays the log up
     to P into a temporary schema `audit_<hex>`, checksums the same tables there, and drops the schema. The
     live projection may run on meanwhile: the comparison is at P on both sides.
-(b) postings balance: debits equal credits per currency overall and per event (notification id), when a
-    `read.postings` table exists; and no reserve that must not be negative is (`projections.audit_reserves`).
+(b) postings balance: debits equal credits per currency overall, in each partner's books and per event
+    (notification id), when a `read.postings` table exists; and no reserve that must not be negative is, in
+    any partner's books (`projections.audit_reserves`).
 (c) the audit chain: see `projections.audit_chain_check`.
 (d) every projection keeps up with the log: see `projections.audit_lag`.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from psycopg.sql import SQL, Identifier
 
@@ -32,6 +34,7 @@ from projections.audit_sql import (
     OK,
     SKIPPED,
     Check,
+    Connection,
     TableChecksum,
     columns,
     drop_schema,
@@ -149,6 +152,17 @@ def _differences(
     return details
 
 
+def _unbalanced_partners(conn: Connection, table: Identifier, currency: Identifier, net: SQL) -> list[Any]:
+    """Each partner's books must balance on their own (reserves are each partner's own book): the partners
+    and currencies whose postings do not sum to zero."""
+    return conn.execute(
+        SQL(
+            "SELECT partner AS p, {0} AS c, {1} AS net FROM {2} GROUP BY partner, {0} HAVING {1} <> 0 "
+            "ORDER BY partner, {0} LIMIT 10"
+        ).format(currency, net, table)
+    ).fetchall()
+
+
 def check_postings(url: str) -> Check:
     """Check (b): debits equal credits per currency, overall and within each event."""
     name = "postings balance"
@@ -166,6 +180,7 @@ def check_postings(url: str) -> Check:
                 cur, net, table
             )
         ).fetchall()
+        per_partner = _unbalanced_partners(conn, table, cur, net) if "partner" in found else []
         per_event = conn.execute(
             SQL(
                 "SELECT notification_id AS n, {0} AS c, {1} AS net FROM {2} GROUP BY notification_id, {0} "
@@ -177,6 +192,7 @@ def check_postings(url: str) -> Check:
         ).fetchone()
         negative = negative_reserves(conn, READ_SCHEMA)
     problems = [f"currency {row['c']}: debits - credits = {row['net']}" for row in overall]
+    problems += [f"partner {row['p']}, {row['c']}: debits - credits = {row['net']}" for row in per_partner]
     problems += [f"notification {row['n']}, {row['c']}: debits - credits = {row['net']}" for row in per_event]
     problems += negative
     if problems:
@@ -186,7 +202,7 @@ def check_postings(url: str) -> Check:
         name,
         OK,
         [
-            f"{totals['rows']} postings in {totals['currencies']} currencies balance, overall and per event; "
-            "no reserve that must not be negative is"
+            f"{totals['rows']} postings in {totals['currencies']} currencies balance, overall, per partner "
+            "and per event; no reserve that must not be negative is"
         ],
     )

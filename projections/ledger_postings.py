@@ -1,6 +1,12 @@
 """Double-entry ledger postings: every money-moving event of a buy, a sell or a reserve adjustment posts
-balanced entries, in fiat and in crypto, to `read.postings`, and keeps `read.balances` (account x currency)
-up to date in the same database transaction. For every currency, debits equal credits after every event.
+balanced entries, in fiat and in crypto, to `read.postings`, and keeps `read.balances` (partner x account x
+currency) up to date in the same database transaction. For every currency, debits equal credits after every
+event, and so within each partner's books.
+
+Every posting is a partner's: a transaction's is its partner's, an adjustment's the partner whose operator
+recorded it. Each partner has the whole chart of accounts below to itself, its own `reserve:hot-wallet` and
+`reserve:bank` included: reserves are each partner's own book (`domain.reserves`), and `read.balances` and
+`read.reserve_places` have the partner in their keys.
 
 Chart of accounts (a balance is debits minus credits; reserves are `reserve:<name>`):
 
@@ -35,7 +41,8 @@ When each event posts:
   but an expired sell's is kept: a payment may still arrive late.
 - sell `PaidLate` (a payment first seen after validUntil; the sell is CANCELLED): the amount received Dr hot
   wallet, Cr received_unmatched (to refund); the deal is forgotten.
-- `ReserveAdjustment.Recorded`: opening balance Dr reserve, Cr equity; move Dr target, Cr source reserve.
+- `ReserveAdjustment.Recorded`: opening balance Dr reserve, Cr equity; move Dr target, Cr source reserve,
+  in the books of the adjustment's partner.
 Every other event (customers, accounts, limits, `SendoutSeen`, `PayoutConfirming`...) only moves the
 position. The rules themselves are in `projections.posting_rules`.
 """
@@ -67,7 +74,7 @@ POSTINGS = """CREATE TABLE IF NOT EXISTS {postings} (
     notification_id bigint NOT NULL,
     entry integer NOT NULL,
     event text NOT NULL,
-    partner text,
+    partner text NOT NULL,
     transaction_code text,
     adjustment_code text,
     account text NOT NULL,
@@ -79,6 +86,7 @@ POSTINGS = """CREATE TABLE IF NOT EXISTS {postings} (
 POSTINGS_INDEX = """CREATE INDEX IF NOT EXISTS postings_by_transaction
     ON {postings} (partner, transaction_code)"""
 BALANCES = """CREATE TABLE IF NOT EXISTS {balances} (
+    partner text NOT NULL,
     account text NOT NULL,
     currency_code text NOT NULL,
     debit numeric NOT NULL,
@@ -86,16 +94,24 @@ BALANCES = """CREATE TABLE IF NOT EXISTS {balances} (
     balance numeric NOT NULL,
     updated timestamptz NOT NULL,
     notification_id bigint NOT NULL,
-    PRIMARY KEY (account, currency_code))"""
+    PRIMARY KEY (partner, account, currency_code))"""
 DEALS = """CREATE TABLE IF NOT EXISTS {posting_deals} (
     id uuid PRIMARY KEY,
     deal jsonb NOT NULL,
     memo numeric NOT NULL,
     received boolean NOT NULL)"""
 PLACES = """CREATE TABLE IF NOT EXISTS {reserve_places} (
-    name text PRIMARY KEY,
+    partner text NOT NULL,
+    name text NOT NULL,
     type text NOT NULL,
-    created timestamptz NOT NULL)"""
+    created timestamptz NOT NULL,
+    PRIMARY KEY (partner, name))"""
+# Whether the view's tables are of the shape before reserves were each partner's own book (balances
+# without a partner): such tables cannot hold a partner's books, and are dropped to be rebuilt from the log.
+SHARED_BOOK_SHAPE = """SELECT EXISTS (SELECT FROM information_schema.tables
+        WHERE table_schema = %(schema)s AND table_name = 'balances')
+    AND NOT EXISTS (SELECT FROM information_schema.columns
+        WHERE table_schema = %(schema)s AND table_name = 'balances' AND column_name = 'partner') AS shared"""
 
 
 @dataclass(frozen=True)
@@ -109,37 +125,38 @@ class DealState:
 
 @dataclass(frozen=True)
 class Posting:
-    """The entries of one event, and what they are about."""
+    """The entries of one event of a partner, and what they are about."""
 
     event: str
     at: datetime
     entries: list[Entry]
-    partner: str | None = None
+    partner: str
     transaction_code: str | None = None
     adjustment_code: str | None = None
 
 
 @dataclass
 class PendingPostings:
-    """The postings of the events of a batch, and what they add to each balance (account x currency):
-    debits, credits, and the time and position of the last event posting to it."""
+    """The postings of the events of a batch, and what they add to each balance (partner x account x
+    currency): debits, credits, and the time and position of the last event posting to it."""
 
     rows: list[tuple[Any, ...]] = field(default_factory=list)
-    balances: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
+    balances: dict[tuple[str, str, str], list[Any]] = field(default_factory=dict)
 
     def add(self, position: int, posting: Posting, entries: list[Entry]) -> None:
         source = (position, posting.event, posting.partner, posting.transaction_code, posting.adjustment_code)
         for number, e in enumerate(entries, start=1):
             self.rows.append((*source, number, e.account, e.currency, e.debit, e.credit, posting.at))
-            totals = self.balances.setdefault((e.account, e.currency), [Decimal(0), Decimal(0), None, None])
+            key = (posting.partner, e.account, e.currency)
+            totals = self.balances.setdefault(key, [Decimal(0), Decimal(0), None, None])
             totals[0] += e.debit
             totals[1] += e.credit
             totals[2:] = [posting.at, position]
 
     def balance_rows(self) -> list[tuple[Any, ...]]:
         return [
-            (account, currency, dr, cr, dr - cr, at, position)
-            for (account, currency), (dr, cr, at, position) in sorted(self.balances.items())
+            (partner, account, currency, dr, cr, dr - cr, at, position)
+            for (partner, account, currency), (dr, cr, at, position) in sorted(self.balances.items())
         ]
 
 
@@ -149,6 +166,21 @@ class Postings(ReadModel):
     def create_statements(self) -> list[Composed]:
         names = {name: self.table(name) for name in self.tables}
         return [SQL(ddl).format(**names) for ddl in (POSTINGS, POSTINGS_INDEX, BALANCES, DEALS, PLACES)]
+
+    def _create_table(self, curs: Cursor[DictRow]) -> None:
+        """Creates the tables, after dropping those of the shape before reserves were each partner's own
+        book, with the view's position: the next run replays the log from the first event into the new
+        tables (a rebuild only empties tables, which would keep their old shape)."""
+        row = curs.execute(SHARED_BOOK_SHAPE, {"schema": self.datastore.schema}).fetchone()
+        if row and row["shared"]:
+            tables = SQL(", ").join(self.table(name) for name in self.tables)
+            curs.execute(SQL("DROP TABLE IF EXISTS {}").format(tables))
+            tracking = self.table(self.tracking_table_name)
+            curs.execute(
+                SQL("DELETE FROM {} WHERE application_name <> %s").format(tracking),
+                (self.table_migration_identifier,),
+            )
+        super()._create_table(curs)
 
     def deal_state(self, deal_id: UUID) -> DealState | None:
         with self.reading() as curs:
@@ -177,9 +209,10 @@ class Postings(ReadModel):
         *,
         deal_id: UUID | None = None,
         state: DealState | None = None,
-        places: list[tuple[str, str, datetime]] = (),
+        places: list[tuple[str, str, str, datetime]] = (),
     ) -> None:
-        """Writes the posting, the deal's new state (None: forgotten) and reserves' names, with `tracking`."""
+        """Writes the posting, the deal's new state (None: forgotten) and the names of reserves (partner,
+        name, type, created), with `tracking`."""
         with self.recording(tracking) as curs:
             if posting is not None:
                 self._post(curs, tracking.notification_id, posting)
@@ -189,7 +222,7 @@ class Postings(ReadModel):
                 curs.executemany(self.statement(("place",), self._insert_place), places)
 
     def _insert_place(self) -> Composed:
-        return SQL("INSERT INTO {} VALUES (%s, %s, %s) ON CONFLICT (name) DO NOTHING").format(
+        return SQL("INSERT INTO {} VALUES (%s, %s, %s, %s) ON CONFLICT (partner, name) DO NOTHING").format(
             self.table("reserve_places")
         )
 
@@ -223,8 +256,8 @@ class Postings(ReadModel):
     def _add_to_balances(self) -> Composed:
         return SQL(
             "INSERT INTO {b} AS b "
-            + json_rows("text, text, numeric, numeric, numeric, timestamptz, bigint")
-            + " ON CONFLICT (account, currency_code) DO UPDATE"
+            + json_rows("text, text, text, numeric, numeric, numeric, timestamptz, bigint")
+            + " ON CONFLICT (partner, account, currency_code) DO UPDATE"
             " SET debit = b.debit + excluded.debit, credit = b.credit + excluded.credit,"
             " balance = b.balance + excluded.balance, updated = excluded.updated,"
             " notification_id = excluded.notification_id"
@@ -325,9 +358,10 @@ class PostingsProjection(Projection[Postings]):
         entries = rules.adjustment(
             event.kind, event.asset_code, event.amount, event.to_reserve, event.from_reserve
         )
-        posting = Posting("Recorded", event.at, entries, adjustment_code=event.code)
+        posting = Posting("Recorded", event.at, entries, event.partner, adjustment_code=event.code)
         named = [(event.to_reserve, event.to_type), (event.from_reserve, event.from_type)]
-        places = [(name, kind, event.at) for name, kind in named if name and name not in BUILT_IN]
+        new = [(name, kind) for name, kind in named if name and name not in BUILT_IN]
+        places = [(event.partner, name, kind, event.at) for name, kind in new]
         self.view.record(tracking, posting, places=places)
 
     def _state(self, event: Any) -> DealState:

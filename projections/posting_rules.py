@@ -2,7 +2,8 @@
 
 The chart of accounts and when each event posts are described in `projections.ledger_postings` and in
 docs/analytics.md ("Ledger postings"). Amounts are Decimal, exact; every rule's entries balance per
-currency, and `balanced` refuses a set that does not.
+currency, and `balanced` refuses a set that does not. The accounts are those of one partner's books: the
+projection books each event's entries in its partner's (reserves are each partner's own book).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""Reserves as read from the `Postings` view: per reserve and asset, the total and what is locked and
-unconfirmed, from `read.balances` (kept by `projections.ledger_postings`).
+"""A partner's reserves as read from the `Postings` view: per reserve and asset, the total and what is locked
+and unconfirmed, from the partner's rows of `read.balances` (kept by `projections.ledger_postings`). Reserves
+are each partner's own book: nothing of another partner's balances or reserve names is read.
 
 - total: the balance of the reserve's account `reserve:<name>` in the asset;
-- locked: what open transactions have promised out of it: for the hot wallet the crypto owed to buyers of
-  committed buys and their network fees, for the bank the payouts owed to sellers;
+- locked: what the partner's open transactions have promised out of it: for its hot wallet the crypto owed to
+  buyers of its committed buys and their network fees, for its bank the payouts owed to its sellers;
 - available: total minus locked;
 - unconfirmed: sellers' payments seen on chain, not yet confirmed (the hot wallet's memo account);
 - updated: when a posting last touched one of these accounts in the asset (None if never).
@@ -88,26 +89,37 @@ def _reserve_of(account: str) -> str:
     return account.removeprefix(RESERVE_PREFIX)
 
 
+RESERVE_ACCOUNTS = [
+    account for group in (LOCKED_ACCOUNTS, UNCONFIRMED_ACCOUNTS) for a in group.values() for account in a
+]
+
+
 def read_positions(
-    conn: psycopg.Connection, always: Iterable[tuple[str, str]] = (), schema: str = READ_SCHEMA
+    conn: psycopg.Connection,
+    partner: str,
+    always: Iterable[tuple[str, str]] = (),
+    schema: str = READ_SCHEMA,
 ) -> list[ReservePosition]:
-    """The reserve positions as the view has them now (none posted if its tables do not exist yet)."""
-    accounts = [
-        account for group in (LOCKED_ACCOUNTS, UNCONFIRMED_ACCOUNTS) for a in group.values() for account in a
-    ]
+    """The partner's reserve positions as the view has them now (none posted while its tables, or their
+    per-partner shape, do not exist yet: see `Postings._create_table`)."""
     try:
         with conn.transaction():
             rows = conn.execute(
                 SQL(
                     "SELECT account, currency_code, balance, updated FROM {} "
-                    "WHERE account LIKE 'reserve:%%' OR account = ANY(%s)"
+                    "WHERE partner = %s AND (account LIKE 'reserve:%%' OR account = ANY(%s))"
                 ).format(Identifier(schema, "balances")),
-                (accounts,),
+                (partner, RESERVE_ACCOUNTS),
             ).fetchall()
             types = dict(
-                conn.execute(SQL("SELECT name, type FROM {}").format(Identifier(schema, "reserve_places")))
+                conn.execute(
+                    SQL("SELECT name, type FROM {} WHERE partner = %s").format(
+                        Identifier(schema, "reserve_places")
+                    ),
+                    (partner,),
+                )
             )
-    except psycopg.errors.UndefinedTable:
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):  # before the view's (new) tables
         rows, types = [], {}
     return positions([Balance(*row) for row in rows], types, always)
 

@@ -1,4 +1,5 @@
-"""The service's reserves, derived from the ledger postings, and the operator's adjustments of them."""
+"""The caller's partner's reserves, derived from the ledger postings of its transactions and its operator's
+adjustments, and those adjustments: reserves are each partner's own book."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ class ReserveController(Controller):
 
     @get("/", operation_id="getReserves", opt=roles(BROKER, OPERATOR, AUDITOR), sync_to_thread=True)
     def reserves(self, request: Request, reader: NamedDependency[ReserveReader]) -> s.Reserves:
-        """The service's reserves per place and asset: total, locked by open transactions, available and
-        unconfirmed, derived from the ledger postings and the operator's adjustments (as of the caller's
-        partner's last write, unless the postings lag more than two seconds behind)."""
+        """The partner's own reserves per place and asset: total, locked by its open transactions, available
+        and unconfirmed, derived from the ledger postings of its transactions and its operator's adjustments
+        (as of its last write, unless the postings lag more than two seconds behind)."""
         return reader.reserves(principal(request).partner)
 
     @post(
@@ -45,10 +46,12 @@ class ReserveController(Controller):
         ledger: LedgerDep,
         idempotency_key: IdempotencyKey,
     ) -> s.ReserveAdjustment:
-        """Records an opening balance or a move between reserves. Under the same `adjustmentCode` (or the
-        same Idempotency-Key) the same adjustment is recorded once; another one is refused (409)."""
-        code = data.adjustment_code or adjustment_code_for(principal(request).partner, idempotency_key)
-        return adjustment_body(ledger.record_adjustment(adjustment_request(data), code))
+        """Records an opening balance or a move between the partner's own reserves. Under the same
+        `adjustmentCode` (or the same Idempotency-Key) the same adjustment is recorded once; another one is
+        refused (409). Another partner's reserves and codes are unknown here."""
+        partner = principal(request).partner
+        code = data.adjustment_code or adjustment_code_for(partner, idempotency_key)
+        return adjustment_body(ledger.record_adjustment(partner, adjustment_request(data), code))
 
 
 def adjustment_request(data: s.ReserveAdjustmentCreate) -> AdjustmentRequest:

@@ -16,15 +16,16 @@ ReserveType = Literal["Exchange", "HotWallet", "ColdStore"]
 AssetCode = Annotated[
     str,
     msgspec.Meta(
-        min_length=2, max_length=10, pattern=r"^[A-Z0-9]+$", description="a fiat currency or crypto-currency"
+        min_length=2, max_length=10, pattern=r"^[A-Z0-9]+\Z", description="a fiat currency or crypto-currency"
     ),
     example("BTC"),
 ]
 
 
 class ReserveRef(Body):
-    """A reserve: `hot-wallet` (HotWallet) and `bank` (Exchange) are built in; any other name is a reserve
-    from the first adjustment naming it, with the type given then."""
+    """A reserve of the caller's partner (each partner keeps its own book: another partner's reserve of the
+    same name is another reserve): `hot-wallet` (HotWallet) and `bank` (Exchange) are built in; any other
+    name is a reserve from the first adjustment naming it, with the type given then."""
 
     name: Annotated[str, Code, example("hot-wallet")]
     type: Annotated[ReserveType, example("HotWallet")]

@@ -1,12 +1,14 @@
-"""`audit verify`'s postings check fails when a reserve that must not be negative is: an operator's reserve
-(moved only by adjustments, never below zero by a move) below zero is named with what it holds; the built-in
-hot wallet and bank, which trades draw whatever they hold, may be below zero."""
+"""`audit verify`'s postings check fails when a reserve that must not be negative is, in any partner's books:
+an operator's reserve (moved only by its partner's adjustments, never below zero by a move) below zero is
+named with its partner and what it holds; the built-in hot wallet and bank, which trades draw whatever they
+hold, may be below zero; and each partner's books must balance on their own."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from decimal import Decimal
 
+import psycopg
 import pytest
 
 from application.commands import AdjustmentRequest
@@ -31,16 +33,19 @@ def ledger(url: str) -> Iterator[Ledger]:
         ledger.close()
 
 
-def written_past_the_rule(ledger: Ledger, request: AdjustmentRequest, code: str) -> None:
+def written_past_the_rule(
+    ledger: Ledger, request: AdjustmentRequest, code: str, partner: str = "demo"
+) -> None:
     """Records an adjustment without the reserve check (as a ledger before the rule, or a bug, would)."""
     movement = ledger.reserves.movement(request)
     at = ledger.clock.now()
     places = [
-        ReservePlace(place.name, place.type.value, at)
+        ReservePlace.named(partner, place, at)
         for place in movement.reserves
-        if place.name not in BUILT_IN and ledger.store.find(ReservePlace.create_id(place.name)) is None
+        if place.name not in BUILT_IN
+        and ledger.store.find(ReservePlace.create_id(partner, place.name)) is None
     ]
-    ledger.save(ReserveAdjustment.record(code, movement, None, at), *places)
+    ledger.save(ReserveAdjustment.record(partner, code, movement, None, at), *places)
 
 
 def move(amount: str, to: str, to_type: str, source: str, source_type: str) -> AdjustmentRequest:
@@ -50,7 +55,9 @@ def move(amount: str, to: str, to_type: str, source: str, source_type: str) -> A
 def test_an_operators_reserve_below_zero_fails_the_postings_check_and_verify(
     url: str, ledger: Ledger
 ) -> None:
-    ledger.record_adjustment(AdjustmentRequest("OpeningBalance", "BTC", Decimal(1), "cold-a", "ColdStore"))
+    ledger.record_adjustment(
+        "demo", AdjustmentRequest("OpeningBalance", "BTC", Decimal(1), "cold-a", "ColdStore")
+    )
     catch_up(url)
     assert check_postings(url).status == "OK"
 
@@ -59,8 +66,47 @@ def test_an_operators_reserve_below_zero_fails_the_postings_check_and_verify(
 
     result = check_postings(url)
     assert result.status == "FAILED"
-    assert any(line.startswith("reserve cold-a holds -0.5") and "BTC" in line for line in result.details)
+    assert any(
+        line.startswith("reserve cold-a of partner demo holds -0.5") and "BTC" in line
+        for line in result.details
+    )
     assert not verify(url).ok
+
+
+def test_a_partners_reserve_is_checked_in_its_own_books_not_against_another_partners(
+    url: str, ledger: Ledger
+) -> None:
+    """other's cold-a holds 1 BTC, demo's nothing: demo's cold-a drawn below zero fails, whatever other's
+    holds."""
+    ledger.record_adjustment(
+        "other", AdjustmentRequest("OpeningBalance", "BTC", Decimal(1), "cold-a", "ColdStore")
+    )
+    written_past_the_rule(ledger, move("0.5", "hot-wallet", "HotWallet", "cold-a", "ColdStore"), "RA-PAST")
+    catch_up(url)
+
+    result = check_postings(url)
+    assert result.status == "FAILED"
+    assert [line for line in result.details if "cold-a" in line] == [
+        "reserve cold-a of partner demo holds -0.5 BTC: below zero, which no move may leave it (only the "
+        "built-in hot-wallet and bank may be drawn below zero, by trades)"
+    ]
+
+
+def test_postings_that_balance_overall_but_not_in_each_partners_books_fail_the_postings_check(
+    url: str, ledger: Ledger
+) -> None:
+    ledger.record_adjustment(
+        "demo", AdjustmentRequest("OpeningBalance", "EUR", Decimal(10), "bank", "Exchange")
+    )
+    catch_up(url)
+    with psycopg.connect(url, autocommit=True) as conn:  # the equity side booked as other's: written wrong
+        conn.execute("UPDATE read.postings SET partner = 'other' WHERE account = 'equity'")
+    result = check_postings(url)
+    assert result.status == "FAILED"
+    assert sorted(line for line in result.details if line.startswith("partner")) == [
+        "partner demo, EUR: debits - credits = 10",
+        "partner other, EUR: debits - credits = -10",
+    ]
 
 
 def test_the_hot_wallet_below_zero_does_not_fail_the_postings_check(url: str, ledger: Ledger) -> None:

@@ -1,6 +1,7 @@
-"""The Postings view against PostgreSQL: a ledger driven through buys, sells and reserve adjustments is
-replayed into it; postings balance per currency, the reserves follow the flows, a rebuild equals the live
-view, and an unbalanced posting is never written."""
+"""The Postings view against PostgreSQL: a ledger driven through buys, sells and reserve adjustments of two
+partners is replayed into it; postings balance per currency and per partner, each partner's reserves follow
+its own flows only, a rebuild equals the live view, tables of the shape before reserves were per partner are
+rebuilt, and an unbalanced posting is never written."""
 
 from __future__ import annotations
 
@@ -75,17 +76,25 @@ class Flows:
 
 
 def adjust(
-    ledger: Ledger, kind: str, code: str, amount: str, to: tuple[str, str], source: Any = None
+    ledger: Ledger,
+    kind: str,
+    code: str,
+    amount: str,
+    to: tuple[str, str],
+    source: Any = None,
+    partner: str = "demo",
 ) -> None:
     request = AdjustmentRequest(kind, code, Decimal(amount), *to, *(source or (None, None)))
-    ledger.record_adjustment(request)
+    ledger.record_adjustment(partner, request)
 
 
-def drive(ledger: Ledger, addresses: Any) -> dict[str, Decimal]:
-    """Every kind of posting; returns what the hot wallet and the bank should show."""
+def drive(ledger: Ledger, addresses: Any) -> dict[str, dict[str, Decimal]]:
+    """Every kind of posting, of partner demo (with Payouts) and of other (without, one sell); returns what
+    each partner's hot wallet, bank and cold-1 should show."""
     adjust(ledger, "OpeningBalance", "BTC", "5", ("hot-wallet", "HotWallet"))
     adjust(ledger, "OpeningBalance", "EUR", "10000", ("bank", "Exchange"))
     adjust(ledger, "Move", "BTC", "2", ("cold-1", "ColdStore"), ("hot-wallet", "HotWallet"))
+    adjust(ledger, "OpeningBalance", "BTC", "0.5", ("cold-1", "ColdStore"), partner="other")
     flows = Flows(ledger, addresses)
     sent = flows.buy("100")
     flows.sendout(sent, 0)
@@ -104,21 +113,28 @@ def drive(ledger: Ledger, addresses: Any) -> dict[str, Decimal]:
     blocked = flows.sell("0.001")
     flows.deposit(blocked, REQUIRED, Decimal("0.0009"))
     fee = ledger.settings.cryptos["BTC"].network_fee
-    quote = {t.code: t.order.quote for t in (sent, open_buy, to_payout, paid, no_payouts)}
-    return {
+    quote = {t.code: t.order.quote for t in (sent, open_buy, to_payout, paid)}
+    demo = {
         "hot": Decimal(5 - 2)
         - quote[sent.code].crypto_amount
         - fee
-        + sum(quote[t.code].crypto_amount for t in (to_payout, paid, no_payouts))
+        + sum(quote[t.code].crypto_amount for t in (to_payout, paid))
         + Decimal("0.0009"),
         "hot_locked": quote[open_buy.code].crypto_amount + fee,
         "unconfirmed": seen.order.quote.crypto_amount,
-        "bank": 10000
-        + quote[sent.code].fiat_value
-        - quote[paid.code].fiat_value
-        - quote[no_payouts.code].fiat_value,
+        "bank": 10000 + quote[sent.code].fiat_value - quote[paid.code].fiat_value,
         "bank_locked": quote[to_payout.code].fiat_value,
+        "cold": Decimal(2),
     }
+    other = {
+        "hot": no_payouts.order.quote.crypto_amount,
+        "hot_locked": Decimal(0),
+        "unconfirmed": Decimal(0),
+        "bank": -no_payouts.order.quote.fiat_value,  # paid out before any opening balance: below zero
+        "bank_locked": Decimal(0),
+        "cold": Decimal("0.5"),
+    }
+    return {"demo": demo, "other": other}
 
 
 def sums_per_currency(conn: psycopg.Connection, schema: str) -> dict[str, Decimal]:
@@ -128,15 +144,15 @@ def sums_per_currency(conn: psycopg.Connection, schema: str) -> dict[str, Decima
     return dict(rows)
 
 
-def test_postings_balance_and_the_reserves_follow_every_flow(
-    make_ledger: Callable[..., Ledger], addresses: Any, view: Postings, conn: psycopg.Connection, schema: str
-) -> None:
-    ledger = make_ledger()
-    expected = drive(ledger, addresses)
-    head = replay(ledger, POSTINGS, view)
-    assert head == ledger.recorder.max_notification_id() == read_position(conn, schema)
-    assert set(sums_per_currency(conn, schema).values()) == {Decimal(0)}
-    found = {(p.name, p.code): p for p in read_positions(conn, ALWAYS, schema)}
+def sums_per_partner(conn: psycopg.Connection, schema: str) -> dict[tuple[str, str], Decimal]:
+    rows = conn.execute(
+        f'SELECT partner, currency_code, sum(debit - credit) FROM "{schema}".postings GROUP BY 1, 2'
+    ).fetchall()
+    return {(partner, currency): total for partner, currency, total in rows}
+
+
+def check_reserves(conn: psycopg.Connection, schema: str, partner: str, expected: dict[str, Decimal]) -> None:
+    found = {(p.name, p.code): p for p in read_positions(conn, partner, ALWAYS, schema)}
     assert set(found) == {("hot-wallet", "BTC"), ("hot-wallet", "ETH"), ("bank", "EUR"), ("cold-1", "BTC")}
     hot, bank, cold = found["hot-wallet", "BTC"], found["bank", "EUR"], found["cold-1", "BTC"]
     assert (hot.type, hot.total, hot.locked, hot.unconfirmed) == (
@@ -152,9 +168,25 @@ def test_postings_balance_and_the_reserves_follow_every_flow(
         expected["bank_locked"],
         0,
     )
-    assert (cold.type, cold.total, cold.locked) == ("ColdStore", 2, 0)
+    assert (cold.type, cold.total, cold.locked) == ("ColdStore", expected["cold"], 0)
     eth = found["hot-wallet", "ETH"]
     assert (eth.total, eth.updated) == (0, None)
+
+
+def test_postings_balance_and_each_partners_reserves_follow_its_own_flows(
+    make_ledger: Callable[..., Ledger], addresses: Any, view: Postings, conn: psycopg.Connection, schema: str
+) -> None:
+    ledger = make_ledger()
+    expected = drive(ledger, addresses)
+    head = replay(ledger, POSTINGS, view)
+    assert head == ledger.recorder.max_notification_id() == read_position(conn, schema)
+    assert set(sums_per_currency(conn, schema).values()) == {Decimal(0)}
+    assert {partner for partner, _ in sums_per_partner(conn, schema)} == {"demo", "other"}
+    assert set(sums_per_partner(conn, schema).values()) == {Decimal(0)}
+    check_reserves(conn, schema, "demo", expected["demo"])
+    check_reserves(conn, schema, "other", expected["other"])
+    stranger = {(p.name, p.code): p.total for p in read_positions(conn, "nobody", ALWAYS, schema)}
+    assert stranger == {key: 0 for key in ALWAYS}  # a partner without postings: its built-ins, empty
 
 
 def test_a_view_rebuilt_from_the_first_event_equals_the_one_built_step_by_step(
@@ -175,7 +207,7 @@ def test_a_view_rebuilt_from_the_first_event_equals_the_one_built_step_by_step(
 
 
 def dump(conn: psycopg.Connection, schema: str, table: str) -> list[tuple[Any, ...]]:
-    return conn.execute(f'SELECT * FROM "{schema}"."{table}" ORDER BY 1, 2').fetchall()
+    return conn.execute(f'SELECT * FROM "{schema}"."{table}" ORDER BY 1, 2, 3').fetchall()
 
 
 def test_an_unbalanced_posting_is_refused_and_nothing_of_it_is_written(
@@ -206,5 +238,53 @@ def test_a_read_waits_for_the_view_to_reach_the_writes_made_before_it(
     assert not wait_for_position(conn, head, timeout=0.05, schema=schema)
     replay(ledger, POSTINGS, view)
     assert wait_for_position(conn, head, timeout=0.05, schema=schema)
-    [eth] = [p for p in read_positions(conn, ALWAYS, schema) if p.code == "ETH"]
+    [eth] = [p for p in read_positions(conn, "demo", ALWAYS, schema) if p.code == "ETH"]
     assert (eth.total, eth.available) == (Decimal("1.5"), Decimal("1.5"))
+
+
+SHARED_BOOK_TABLES = """
+    DROP TABLE "{schema}".balances, "{schema}".reserve_places;
+    CREATE TABLE "{schema}".balances (account text NOT NULL, currency_code text NOT NULL,
+        debit numeric NOT NULL, credit numeric NOT NULL, balance numeric NOT NULL,
+        updated timestamptz NOT NULL, notification_id bigint NOT NULL, PRIMARY KEY (account, currency_code));
+    INSERT INTO "{schema}".balances VALUES ('reserve:hot-wallet', 'BTC', 7, 0, 7, now(), 1);
+    CREATE TABLE "{schema}".reserve_places (name text PRIMARY KEY, type text NOT NULL,
+        created timestamptz NOT NULL);
+"""
+
+
+def columns(conn: psycopg.Connection, schema: str, table: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+        "ORDER BY ordinal_position",
+        (schema, table),
+    ).fetchall()
+    return [name for (name,) in rows]
+
+
+def test_tables_of_one_book_for_every_partner_are_dropped_and_built_again_per_partner_from_the_log(
+    make_ledger: Callable[..., Ledger],
+    addresses: Any,
+    database_url: str,
+    conn: psycopg.Connection,
+    schema: str,
+) -> None:
+    ledger = make_ledger()
+    expected = drive(ledger, addresses)
+    first = open_view(database_url, POSTINGS, schema=schema)
+    replay(ledger, POSTINGS, first)
+    first.datastore.close()
+    conn.execute(SHARED_BOOK_TABLES.format(schema=schema))  # as a database written before per-partner books
+    assert "partner" not in columns(conn, schema, "balances")
+
+    reopened = open_view(database_url, POSTINGS, schema=schema)
+    try:
+        assert columns(conn, schema, "balances")[:2] == ["partner", "account"]
+        assert columns(conn, schema, "reserve_places")[:2] == ["partner", "name"]
+        assert read_position(conn, schema) == 0
+        assert dump(conn, schema, "balances") == dump(conn, schema, "postings") == []
+        replay(ledger, POSTINGS, reopened)
+    finally:
+        reopened.datastore.close()
+    check_reserves(conn, schema, "demo", expected["demo"])
+    check_reserves(conn, schema, "other", expected["other"])

@@ -1,5 +1,5 @@
-"""The "Ledger postings" section of docs/analytics.md: every query runs against a replayed Postings view, and
-every table and column of the view is described."""
+"""The "Ledger postings" section of docs/analytics.md: every query runs against a replayed Postings view of
+two partners' books, and every table and column of the view is described."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_every_query_of_the_section_runs_and_the_books_balance(
 ) -> None:
     drive(store_ledger, addresses)
     store_ledger.record_adjustment(
-        AdjustmentRequest("OpeningBalance", "USD", Decimal(50), "bank", "Exchange")
+        "other", AdjustmentRequest("OpeningBalance", "USD", Decimal(50), "bank", "Exchange")
     )
     view = open_view(fresh_database, POSTINGS)
     try:
@@ -63,5 +63,8 @@ def test_every_query_of_the_section_runs_and_the_books_balance(
     assert len(queries) >= 4
     with psycopg.connect(fresh_database) as conn:
         answers = [conn.execute(query).fetchall() for query in queries]
-    assert {off for _, off in answers[0]} == {Decimal(0)}
-    assert any(row[0] == "reserve:hot-wallet" for row in answers[-1])
+    assert {partner for partner, _, _ in answers[0]} == {"demo", "other"}
+    assert {off for _, _, off in answers[0]} == {Decimal(0)}  # each partner's books balance
+    reserves = {(partner, account, code) for partner, account, code, *_ in answers[-1]}
+    assert {("demo", "reserve:hot-wallet", "BTC"), ("other", "reserve:bank", "USD")} <= reserves
+    assert ("demo", "reserve:bank", "USD") not in reserves

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from psycopg.sql import SQL
 
+from application.commands import AdjustmentRequest
 from application.ledger import Ledger
 from projections import rebuild
 from projections.catalog import PROJECTIONS, by_name
@@ -47,11 +48,22 @@ def trade_with_callbacks(ledger: Ledger, clock: Any, addresses: Any) -> None:
     drive.deposit(drive.sell("demo", "carol", "0.002", callback_url=CALLBACK_URL), 2, Decimal("0.0001"))
 
 
+def adjust_each_partners_reserves(ledger: Ledger) -> None:
+    """Both partners' operators name a `cold-1` of their own (of two types) and move into it."""
+    for partner, kind, asset in (("demo", "ColdStore", "BTC"), ("other", "Exchange", "EUR")):
+        hot = ("hot-wallet", "HotWallet") if asset == "BTC" else ("bank", "Exchange")
+        ledger.record_adjustment(partner, AdjustmentRequest("OpeningBalance", asset, Decimal(1000), *hot))
+        move = AdjustmentRequest("Move", asset, Decimal(1), "cold-1", kind, *hot)
+        ledger.record_adjustment(partner, move)
+
+
 @pytest.fixture
 def head(store_ledger: Ledger, clock: Any, addresses: Any) -> int:
-    """A store with every kind of event (the projection tests' scenario and callbacks); its last position."""
+    """A store with every kind of event (the projection tests' scenario, callbacks and both partners'
+    reserve adjustments); its last position."""
     populate(store_ledger, clock, addresses)
     trade_with_callbacks(store_ledger, clock, addresses)
+    adjust_each_partners_reserves(store_ledger)
     return store_ledger.recorder.max_notification_id()
 
 
@@ -106,6 +118,7 @@ def test_one_pass_writes_every_projection_as_the_live_projections_do(
         assert worker.running.wait(15), "a projection did not start"
         populate(store_ledger, clock, addresses)
         trade_with_callbacks(store_ledger, clock, addresses)
+        adjust_each_partners_reserves(store_ledger)
         head = store_ledger.recorder.max_notification_id()
         assert all(caught_up(lane.view, head) for lane in live)
     finally:
@@ -117,6 +130,12 @@ def test_one_pass_writes_every_projection_as_the_live_projections_do(
     assert [lane.view.position() for lane in rebuilt] == [head] * len(PROJECTIONS)
     assert every_table(rebuilt) == every_table(live)
     assert tables(rebuilt[-1].view)["callback_outbox"], "no delivery was rebuilt"
+    postings = tables(rebuilt[PROJECTIONS.index(by_name("Postings"))].view)
+    assert sorted(row[:3] for row in postings["reserve_places"]) == [
+        ("demo", "cold-1", "ColdStore"),
+        ("other", "cold-1", "Exchange"),
+    ]
+    assert {row[0] for row in postings["balances"]} == {"demo", "other"}  # each partner's own books
 
 
 def caught_up(view: ReadModel, head: int, timeout: float = 30) -> bool:

@@ -2,9 +2,11 @@
 sendouts, sells, deposits of the right and of a wrong amount (and late ones), payouts, expiries and reserve
 adjustments; the Postings view follows by replay after every step.
 
-Invariants: every event's entries balance per currency, so the cumulative postings sum to zero per currency
-at EVERY position of the log; and the reserves agree with a model that books each status change of a
-transaction by hand (e.g. hot wallet = adjustments + sells received - buys sent - their network fees).
+Invariants: every event's entries balance per currency, so the cumulative postings sum to zero per currency,
+in each partner's books, at EVERY position of the log; and each partner's reserves agree with a model that
+books each status change of the partner's transactions and the partner's adjustments by hand (e.g. its hot
+wallet = its adjustments + its sells received - its buys sent - their network fees): reserves are each
+partner's own book, so another partner's trades and adjustments leave them unchanged.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ REQUIRED = SETTINGS.cryptos["BTC"].required_confirmations
 NETWORK_FEE = SETTINGS.cryptos["BTC"].network_fee
 START = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 PLACES = {"hot-wallet": "HotWallet", "bank": "Exchange", "cold-1": "ColdStore", "exchange-1": "Exchange"}
+PARTNERS = ("demo", "other")
 
 fiat_values = st.decimals(min_value=5, max_value=900, places=2)
 btc_amounts = st.integers(min_value=10_000, max_value=2_000_000).map(lambda sat: Decimal(sat).scaleb(-8))
@@ -87,12 +90,14 @@ class PostingsMachine(RuleBasedStateMachine):
         self.wallets: dict[str, tuple[str, str]] = {}
         self.status: dict[str, Status] = {}
         self.partner: dict[str, str] = {}
-        # the model: reserve (name, asset) -> total; locked and unconfirmed per reserve and asset
-        self.total: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-        self.locked: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-        self.unconfirmed: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        # the model: a partner's reserve (partner, name, asset) -> total; locked and unconfirmed the same way
+        self.total: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+        self.locked: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+        self.unconfirmed: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
         self.refunds: set[str] = set()  # sells paid late: the payment is owed back (locked in the hot wallet)
-        self.place_types: dict[str, str] = {"hot-wallet": "HotWallet", "bank": "Exchange"}
+        self.place_types: dict[tuple[str, str], str] = {
+            (partner, name): PLACES[name] for partner in PARTNERS for name in ("hot-wallet", "bank")
+        }
 
     def teardown(self) -> None:
         self.ledger.close()
@@ -104,7 +109,7 @@ class PostingsMachine(RuleBasedStateMachine):
 
     @initialize()
     def customers_of_a_partner_with_payouts_and_of_one_without(self) -> None:
-        for index, partner in enumerate(("demo", "other")):
+        for index, partner in enumerate(PARTNERS):
             self.ledger.register_customer(partner, "c1", "Plus", status="ACTIVE")
             address = ADDRESS_BOOK.derive("BTC", 1000 + index).address
             account, _ = self.ledger.open_account(partner, "c1", address)
@@ -200,8 +205,8 @@ class PostingsMachine(RuleBasedStateMachine):
 
     # --- adjustments ---------------------------------------------------------------------------------
 
-    @rule(adjustment=adjusted, move=st.booleans())
-    def adjust(self, adjustment: tuple[str, str, str, Decimal], move: bool) -> None:
+    @rule(partner=st.sampled_from(PARTNERS), adjustment=adjusted, move=st.booleans())
+    def adjust(self, partner: str, adjustment: tuple[str, str, str, Decimal], move: bool) -> None:
         asset, to, source, amount = adjustment
         amount = amount if asset in SETTINGS.currencies else amount / 100
         request = AdjustmentRequest(
@@ -216,21 +221,23 @@ class PostingsMachine(RuleBasedStateMachine):
         crypto_only = {PLACES[to], PLACES[source] if move else "Exchange"} & {"HotWallet", "ColdStore"}
         if (move and to == source) or (crypto_only and asset not in SETTINGS.cryptos):
             try:
-                self.ledger.record_adjustment(request)
+                self.ledger.record_adjustment(partner, request)
             except DomainError:
                 return
             raise AssertionError(f"{request} should have been refused")
-        if move and self.total[source, asset] < amount:  # a move never takes a reserve below zero
+        held = self.total[partner, source, asset]
+        if move and held < amount:  # a move never takes a reserve below zero, counted in its partner's books
             try:
-                self.ledger.record_adjustment(request)
+                self.ledger.record_adjustment(partner, request)
             except InsufficientReserve:
                 return
-            raise AssertionError(f"{request} overdraws {source}: it holds {self.total[source, asset]}")
-        self.ledger.record_adjustment(request)
-        self.total[to, asset] += amount
+            raise AssertionError(f"{request} overdraws {partner}'s {source}: it holds {held}")
+        self.ledger.record_adjustment(partner, request)
+        self.total[partner, to, asset] += amount
+        self.place_types[partner, to] = PLACES[to]
         if move:
-            self.total[source, asset] -= amount
-        self.place_types.update({to: PLACES[to], source: PLACES[source]} if move else {to: PLACES[to]})
+            self.total[partner, source, asset] -= amount
+            self.place_types[partner, source] = PLACES[source]
 
     # --- the model -----------------------------------------------------------------------------------
 
@@ -238,7 +245,8 @@ class PostingsMachine(RuleBasedStateMachine):
         """What a change of status moves, as an accountant would book it by hand."""
         now, order, code = transaction.status, transaction.order, transaction.code
         self.status[code] = now
-        quote, hot, bank = order.quote, ("hot-wallet", order.crypto), ("bank", order.currency)
+        quote = order.quote
+        hot, bank = (order.partner, "hot-wallet", order.crypto), (order.partner, "bank", order.currency)
         paid_late = order.type == TransactionType.SELL and now == Status.CANCELLED and transaction.payment
         if paid_late and code not in self.refunds:  # first seen after validUntil: received, to refund
             self.refunds.add(code)
@@ -284,16 +292,18 @@ class PostingsMachine(RuleBasedStateMachine):
         assert per_event == []
         running = self.conn.execute(
             sql.SQL(
-                "SELECT notification_id, currency_code, sum(sum(debit - credit)) OVER"
-                " (PARTITION BY currency_code ORDER BY notification_id) FROM {} GROUP BY 1, 2"
+                "SELECT notification_id, partner, currency_code, sum(sum(debit - credit)) OVER"
+                " (PARTITION BY partner, currency_code ORDER BY notification_id) FROM {} GROUP BY 1, 2, 3"
             ).format(postings)
         ).fetchall()
-        assert {total for _, _, total in running} <= {Decimal(0)}
-        self.reserves_agree()
+        assert {total for *_, total in running} <= {Decimal(0)}
+        for partner in PARTNERS:
+            self.reserves_agree(partner)
 
-    def reserves_agree(self) -> None:
-        found = {(p.name, p.code): p for p in read_positions(self.conn, schema=self.schema)}
-        keys = set(self.total) | set(self.locked) | set(self.unconfirmed)
+    def reserves_agree(self, partner: str) -> None:
+        """The partner's reserves as `GET /reserves` reads them: exactly its own, as the model has them."""
+        found = {(partner, p.name, p.code): p for p in read_positions(self.conn, partner, schema=self.schema)}
+        keys = {key for key in (*self.total, *self.locked, *self.unconfirmed) if key[0] == partner}
         for key in keys:
             position = found.get(key)
             expected = (self.total[key], self.locked[key], self.unconfirmed[key])
@@ -302,7 +312,7 @@ class PostingsMachine(RuleBasedStateMachine):
                 continue
             assert (position.total, position.locked, position.unconfirmed) == expected, key
             assert position.available == position.total - position.locked
-            assert position.type == self.place_types[key[0]]
+            assert position.type == self.place_types[partner, key[1]]
         assert set(found) <= keys
 
 

@@ -1,13 +1,15 @@
 """Snapshots of the postings read model, each in one REPEATABLE READ transaction, and the rules every
 snapshot must keep (docs/analytics.md, "Ledger postings"; projections/ledger_postings.py):
 
-- the books balance: per currency, the debits of `read.postings` equal its credits;
+- the books balance: per currency, the debits of `read.postings` equal its credits, in each partner's
+  books;
 - `read.balances` (kept in the same database transaction as the postings) equals the postings summed per
-  account and currency;
+  partner, account and currency;
 - no account is on the wrong side: assets and expenses never credit balances, liabilities and revenue never
   debit balances (`trading` and `equity` may be either);
-- reserves, as `GET /reserves` computes them (`projections.reserve_positions.positions`): total, locked,
-  unconfirmed and available are never negative once the reserves are funded, as the test funds them.
+- each partner's reserves, as its `GET /reserves` computes them (`projections.reserve_positions.positions`
+  of its own balances): total, locked, unconfirmed and available are never negative once the reserves are
+  funded, as the test funds them.
 """
 
 from __future__ import annotations
@@ -40,40 +42,56 @@ class Snapshot:
     position: int  # the postings projection's position in the event log
     postings: int  # rows in read.postings
     problems: list[str]
-    reserves: dict[tuple[str, str], ReservePosition]
+    reserves: dict[tuple[str, str, str], ReservePosition]  # (partner, name, asset)
 
 
 def take_snapshot(connection: psycopg.Connection) -> Snapshot:
     """Reads the postings, balances, reserve places and position in one REPEATABLE READ transaction."""
     with connection.transaction():
         sides = connection.execute(
-            "SELECT currency_code, sum(debit), sum(credit), count(*) FROM read.postings GROUP BY 1"
+            "SELECT partner, currency_code, sum(debit), sum(credit), count(*) FROM read.postings "
+            "GROUP BY 1, 2"
         ).fetchall()
         summed = connection.execute(
-            "SELECT account, currency_code, sum(debit) - sum(credit) FROM read.postings GROUP BY 1, 2"
+            "SELECT partner, account, currency_code, sum(debit) - sum(credit) FROM read.postings "
+            "GROUP BY 1, 2, 3"
         ).fetchall()
         balances = connection.execute(
-            "SELECT account, currency_code, balance, updated FROM read.balances"
+            "SELECT partner, account, currency_code, balance, updated FROM read.balances"
         ).fetchall()
-        types = dict(connection.execute("SELECT name, type FROM read.reserve_places").fetchall())
+        places = connection.execute("SELECT partner, name, type FROM read.reserve_places").fetchall()
         row = connection.execute(
             "SELECT notification_id FROM read.postings_tracking WHERE application_name = 'Ledger'"
         ).fetchone()
-    problems = [f"{code}: debits {dr} != credits {cr}" for code, dr, cr, _ in sides if dr != cr]
-    problems += _balances_against_postings(balances, {(a, c): amount for a, c, amount in summed})
+    problems = [f"{p} {code}: debits {dr} != credits {cr}" for p, code, dr, cr, _ in sides if dr != cr]
+    problems += _balances_against_postings(balances, {(p, a, c): amount for p, a, c, amount in summed})
     problems += _wrong_sides(balances)
-    reserves = positions([Balance(*row) for row in balances], types)
-    problems += _negative_reserves(reserves)
+    reserves = _reserves_per_partner(balances, places)
+    problems += _negative_reserves(list(reserves.values()))
     return Snapshot(
         position=row[0] if row else 0,
         postings=sum(count for *_, count in sides),
         problems=problems,
-        reserves={(p.name, p.code): p for p in reserves},
+        reserves=reserves,
     )
 
 
-def _balances_against_postings(balances: list[tuple], summed: dict[tuple[str, str], Decimal]) -> list[str]:
-    kept = {(account, code): balance for account, code, balance, _ in balances}
+def _reserves_per_partner(
+    balances: list[tuple], places: list[tuple]
+) -> dict[tuple[str, str, str], ReservePosition]:
+    """Each partner's reserve positions, from its own balances and reserve names only."""
+    found = {}
+    for partner in {row[0] for row in balances}:
+        own = [Balance(*row[1:]) for row in balances if row[0] == partner]
+        types = {name: kind for owner, name, kind in places if owner == partner}
+        found |= {(partner, p.name, p.code): p for p in positions(own, types)}
+    return found
+
+
+def _balances_against_postings(
+    balances: list[tuple], summed: dict[tuple[str, str, str], Decimal]
+) -> list[str]:
+    kept = {(partner, account, code): balance for partner, account, code, balance, _ in balances}
     return [
         f"balance of {key} is {kept.get(key)}, its postings sum to {summed.get(key)}"
         for key in kept.keys() | summed.keys()
@@ -83,9 +101,9 @@ def _balances_against_postings(balances: list[tuple], summed: dict[tuple[str, st
 
 def _wrong_sides(balances: list[tuple]) -> list[str]:
     problems = []
-    for account, code, balance, _ in balances:
+    for partner, account, code, balance, _ in balances:
         if (account in DEBIT_BALANCES and balance < 0) or (account in CREDIT_BALANCES and balance > 0):
-            problems.append(f"{account} {code} is on the wrong side: {balance}")
+            problems.append(f"{partner}'s {account} {code} is on the wrong side: {balance}")
     return problems
 
 

@@ -27,7 +27,7 @@ class MemoryPostings:
         self.deals: dict[UUID, DealState] = {}
         self.postings: list[Posting] = []
         self.skipped: list[int] = []
-        self.places: list[tuple[str, str, Any]] = []
+        self.places: list[tuple[str, str, str, Any]] = []
 
     def deal_state(self, deal_id: UUID) -> DealState | None:
         return self.deals.get(deal_id)
@@ -244,16 +244,19 @@ def test_an_opening_balance_comes_from_equity_and_a_move_leaves_one_reserve_for_
     opening = Movement(AdjustmentKind.OPENING_BALANCE, BTC, True, Decimal("2.5"), hot)
     move = Movement(AdjustmentKind.MOVE, BTC, True, Decimal("1"), cold, hot)
     [opened, moved] = books.process(
-        ReserveAdjustment.record("RA1", opening, None, NOW),
-        ReserveAdjustment.record("RA2", move, "to cold", NOW),
+        ReserveAdjustment.record("demo", "RA1", opening, None, NOW),
+        ReserveAdjustment.record("other", "RA2", move, "to cold", NOW),
     )
-    assert opened.adjustment_code == "RA1"
+    assert (opened.partner, opened.adjustment_code, opened.transaction_code) == ("demo", "RA1", None)
     assert lines(opened) == {
         ("reserve:hot-wallet", "BTC"): Decimal("2.5"),
         ("equity", "BTC"): Decimal("-2.5"),
     }
+    assert moved.partner == "other"  # in the books of the partner whose operator moved it
     assert lines(moved) == {("reserve:cold-1", "BTC"): Decimal(1), ("reserve:hot-wallet", "BTC"): Decimal(-1)}
-    assert [(name, kind) for name, kind, _ in books.view.places] == [("cold-1", "ColdStore")]
+    assert [(partner, name, kind) for partner, name, kind, _ in books.view.places] == [
+        ("other", "cold-1", "ColdStore")
+    ]
 
 
 def test_balanced_refuses_entries_that_do_not_add_up_per_currency() -> None:
