@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
-from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, TextIO
@@ -12,6 +13,7 @@ from cyclopts import App, Parameter
 
 from interface.cli import event_store_url, fail
 from projections.audit import Report, export, verify
+from projections.audit_export import Exported
 
 app = App(name="audit", help="Verify the ledger's integrity and export its history for auditors.")
 
@@ -50,6 +52,53 @@ def print_report(report: Report, out: TextIO | None = None) -> None:
     print("audit verify: " + (f"{failed} check(s) FAILED" if failed else "all checks passed"), file=out)
 
 
+class ExportNotWritten(Exception):
+    """The export's output could not be written; what was written of it is gone."""
+
+
+def _export_to_file(url: str, start: datetime, end: datetime, path: Path) -> Exported:
+    """Exports into `path`, creating the folders it lacks; on a failure to write, a regular file it began
+    is removed (a device such as /dev/full is left alone)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ExportNotWritten(f"cannot create the folder {path.parent}: {_reason(error)}") from None
+    try:
+        stream = path.open("w", encoding="utf-8")
+    except OSError as error:
+        raise ExportNotWritten(f"cannot write {path}: {_reason(error)}") from None
+    try:
+        with stream:
+            return export(url, start, end, stream)
+    except OSError as error:
+        if path.is_file():
+            path.unlink(missing_ok=True)
+        raise ExportNotWritten(f"cannot write {path}: {_reason(error)}; nothing was kept") from None
+
+
+def _export_to_stdout(url: str, start: datetime, end: datetime) -> Exported:
+    try:
+        done = export(url, start, end, sys.stdout)
+        sys.stdout.flush()
+    except OSError as error:
+        _silence_stdout()
+        raise ExportNotWritten(f"cannot write to standard output: {_reason(error)}") from None
+    return done
+
+
+def _silence_stdout() -> None:
+    """Points standard output at /dev/null: what is still buffered for it goes nowhere, so the interpreter's
+    own flush at exit does not fail again (and print a traceback of its own)."""
+    with contextlib.suppress(OSError, ValueError):  # a stand-in without a file descriptor: nothing to do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _reason(error: OSError) -> str:
+    if isinstance(error, FileExistsError | NotADirectoryError):
+        return "a file is where a folder should be"
+    return error.strerror or str(error)
+
+
 def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
@@ -70,7 +119,9 @@ def export_command(
     to
         End of the period (excluded), ISO 8601.
     out
-        File to write; "-" for standard output.
+        File to write; "-" for standard output. Missing folders of its path are created (like mkdir -p);
+        a file of that name is replaced. If it cannot be written (a file where a folder should be, no
+        permission, a full disk), the command says why, removes what it wrote and exits 2.
     """
     try:
         start, end = (_utc(datetime.fromisoformat(moment)) for moment in (from_, to))
@@ -79,10 +130,14 @@ def export_command(
     if start >= end:
         return fail(f"--from ({start.isoformat()}) must be before --to ({end.isoformat()})")
     url = event_store_url()
-    with ExitStack() as stack:
-        stream = sys.stdout if out == "-" else stack.enter_context(Path(out).open("w", encoding="utf-8"))
-        done = export(url, start, end, stream)
     where = "standard output" if out == "-" else out
+    try:
+        if out == "-":
+            done = _export_to_stdout(url, start, end)
+        else:
+            done = _export_to_file(url, start, end, Path(out))
+    except ExportNotWritten as error:
+        return fail(f"audit export: {error}")
     print(f"exported {done.lines} events recorded in [{start}, {end}) to {where}", file=sys.stderr)
     if done.unchained:
         print(

@@ -3,7 +3,7 @@
 The algorithm is fixed to HS256, both when signing and when verifying, so a token cannot choose how
 it is checked (`alg: none`, HS512, or an RS256 header meant to confuse keys are all refused). `iss`,
 `aud` and `exp` are required; times are checked against the injected clock, with a few seconds of
-leeway for clock skew.
+leeway for clock skew: `exp`, `iat` and, when the token has one, `nbf` (a token is not valid before it).
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ class TokenService:
                 algorithms=[ALGORITHM],
                 audience=self._settings.audience,
                 issuer=self._settings.issuer,
-                # Times are checked below against our clock, not the library's.
+                # Times (exp, iat, nbf) are checked in `_check_times` against our clock, not the library's.
                 options={
                     "require": REQUIRED_CLAIMS,
                     "verify_exp": False,
@@ -151,11 +151,16 @@ class TokenService:
         exp, iat = claims["exp"], claims["iat"]
         if not all(_is_number(value) for value in (exp, iat)):
             raise InvalidToken("the token's 'exp' and 'iat' claims must be numbers")
+        not_before = claims.get("nbf", iat)  # optional (RFC 7519): without one, valid from its issue
+        if not _is_number(not_before):
+            raise InvalidToken("the token's 'nbf' claim must be a number")
         now = self._clock.now().timestamp()
         if exp <= now - self._leeway:
             raise InvalidToken("the token has expired")
         if iat > now + self._leeway:
             raise InvalidToken("the token was issued in the future")
+        if not_before > now + self._leeway:
+            raise InvalidToken("the token is not valid yet (its 'nbf' is in the future)")
 
     @staticmethod
     def _granted_roles(client: ClientRecord, scope: str | None) -> frozenset[str]:

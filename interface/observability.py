@@ -46,7 +46,7 @@ REQUEST_SECONDS = Histogram(
 
 access_log = logging.getLogger("broker_ledger.access")
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
-PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+PROMETHEUS_TEXT = "text/plain; version=0.0.4"  # litestar adds "; charset=utf-8" to a text/ type, once
 UNMATCHED = "(unmatched)"  # the route of a request no route took: one series for every unknown path
 HEAD = sql.SQL("SELECT coalesce(max(notification_id), 0) FROM {}").format(
     sql.Identifier(EVENTS_SCHEMA, "ledger_events")

@@ -20,7 +20,7 @@ from application.settings import SETTINGS_ENV
 from application.store.database import redact, resolve_database_url
 from interface.app import PROJECTIONS_ENV
 from interface.cli import USAGE_ERROR, SettingsOption, settings_or_none
-from interface.http_limits import PROTOCOL as HEAD_LIMITED_HTTP
+from interface.http_limits import limited_protocol
 from interface.observability import MULTIPROCESS_ENV
 from interface.worker import SUPERVISOR_ENV
 
@@ -79,7 +79,8 @@ def serve(
         log_config=log_config(log_level),
         access_log=False,  # the app writes its own access log (interface/observability.py)
         timeout_graceful_shutdown=10,
-        http=HEAD_LIMITED_HTTP,  # request line and headers at most 32 KiB (interface/http_limits.py)
+        # request line and headers at most 32 KiB, and late requests answered 408 (interface/http_limits.py)
+        http=limited_protocol(loaded.api.http.head_timeout_seconds, loaded.api.http.body_timeout_seconds),
     )
     if workers > 1:  # uvicorn's supervisor forwards SIGTERM to the workers and exits 0
         os.environ[SUPERVISOR_ENV] = str(os.getpid())  # and if it dies, they end too (interface/worker.py)

@@ -60,12 +60,21 @@ class RateLimitSettings(Base, kw_only=True):
     burst: int = 400  # and holds this many requests: a client may send this many at once
 
 
+class HttpSettings(Base, kw_only=True):
+    """How long a request may take to arrive (`interface/http_limits.py`): its request line and headers, then
+    its body. Late, it is answered 408 and its connection closed."""
+
+    head_timeout_seconds: float = 10.0
+    body_timeout_seconds: float = 30.0
+
+
 class ApiSettings(Base, kw_only=True, forbid_unknown_fields=False):
     """The API's sections of the settings file; the ledger's (application/settings.py) are left to it."""
 
     partners: dict[str, ApiPartner] = {}
     tokens: TokenSettings = TokenSettings()
     rate_limits: RateLimitSettings = RateLimitSettings()
+    http: HttpSettings = HttpSettings()
 
 
 @dataclass(frozen=True)
@@ -138,7 +147,7 @@ def api_problems(api: ApiSettings) -> list[str]:
                     f" and {code!r}; client ids must be unique"
                 )
             owners.setdefault(client_id, code)
-    return problems + _rate_limit_problems(api.rate_limits)
+    return problems + _rate_limit_problems(api.rate_limits) + _http_problems(api.http)
 
 
 def _rate_limit_problems(limits: RateLimitSettings) -> list[str]:
@@ -148,3 +157,14 @@ def _rate_limit_problems(limits: RateLimitSettings) -> list[str]:
     if limits.burst < 1:
         problems.append("rate_limits.burst must be at least 1")
     return problems
+
+
+def _http_problems(http: HttpSettings) -> list[str]:
+    return [
+        f"http.{name} must be a positive number of seconds"
+        for name, seconds in (
+            ("head_timeout_seconds", http.head_timeout_seconds),
+            ("body_timeout_seconds", http.body_timeout_seconds),
+        )
+        if not (math.isfinite(seconds) and seconds > 0)
+    ]

@@ -73,6 +73,7 @@ BAD_AUTHORIZATIONS: dict[str, Callable[[dict[str, Any], bytes], str | None]] = {
     "no exp claim": lambda claims, key: _bearer(mint(claims, key, exp=DROP)),
     "no partner claim": lambda claims, key: _bearer(mint(claims, key, partner=DROP)),
     "issued in the future": lambda claims, key: _bearer(mint(claims, key, **_tomorrow())),
+    "not valid before tomorrow": lambda claims, key: _bearer(mint(claims, key, nbf=int(time.time()) + 86400)),
     "roles not a list": lambda claims, key: _bearer(mint(claims, key, roles="broker")),
 }
 PROTECTED_ROUTES = [("GET", "/prices/EUR"), ("POST", "/brokerbuy"), ("PUT", "/customer/someone")]

@@ -9,6 +9,7 @@ import logging
 import uuid
 from pathlib import Path
 
+import anyio
 from litestar.testing import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -26,6 +27,12 @@ def samples(client: TestClient) -> dict[tuple[str, frozenset[tuple[str, str]]], 
         for family in text_string_to_metric_families(answer.text)
         for sample in family.samples
     }
+
+
+def test_metrics_say_their_format_and_one_charset(client):
+    answer = client.get("/metrics")
+
+    assert answer.headers.get_list("content-type") == ["text/plain; version=0.0.4; charset=utf-8"]
 
 
 def requests_of(found: dict, method: str, route: str, status: str) -> float:
@@ -118,3 +125,43 @@ def test_a_metrics_directory_is_fresh_for_each_multi_worker_start(tmp_path: Path
     (tmp_path / "metrics" / "counter_1.db").write_bytes(b"old")
     directory = fresh_metrics_dir(tmp_path)
     assert list(directory.iterdir()) == []
+
+
+def test_a_body_whose_client_went_away_is_counted_as_a_400_not_a_500(client, var):
+    headers = bearer_headers(client, var, "demo-broker")
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/customer",
+        "raw_path": b"/customer",
+        "query_string": b"",
+        "root_path": "",
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+        "headers": [
+            *((name.lower().encode(), value.encode()) for name, value in headers.items()),
+            (b"content-type", b"application/json"),
+            (b"content-length", b"64"),
+        ],
+    }
+    messages = iter([{"type": "http.request", "body": b'{"customerCode": ', "more_body": True}])
+    started: list[int] = []
+
+    async def receive():
+        return next(messages, {"type": "http.disconnect"})
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            started.append(message["status"])
+
+    before = samples(client)
+    anyio.run(client.app, scope, receive, send)
+    after = samples(client)
+
+    assert started == [400]
+    route = ("POST", "/customer")
+    assert requests_of(after, *route, "400") == requests_of(before, *route, "400") + 1
+    assert requests_of(after, *route, "500") == requests_of(before, *route, "500")

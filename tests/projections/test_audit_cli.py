@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import pytest
 
 from application.credentials import VAR_ENV
 from application.store.database import DATABASE_URL_ENV
+from interface import audit_cli
 from interface.cli import main
 from tests.projections.audit_support import Flows, catch_up, new_ledger, own_database, query, stored_event
 
@@ -111,6 +113,61 @@ def test_export_writes_to_standard_output_by_default(audited, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "exported 0 events" in captured.err
+
+
+def test_export_creates_the_missing_folders_of_its_path(audited, tmp_path):
+    out = tmp_path / "audits" / "2026" / "history.jsonl"
+    assert run("audit", "export", "--from", "2000-01-01", "--to", "2100-01-01", "--out", str(out)) == 0
+    count = query(audited, "SELECT count(*) AS n FROM ledger.ledger_events")[0]["n"]
+    assert out.read_text().count("\n") == count
+
+
+def test_export_under_a_file_says_a_file_is_in_the_way_and_exits_2(audited, tmp_path, capsys):
+    in_the_way = tmp_path / "somefile"
+    in_the_way.write_text("kept")
+
+    out = f"{in_the_way}/sub"
+    assert run("audit", "export", "--from", "2000-01-01", "--to", "2100-01-01", "--out", out) == 2
+
+    refusal = capsys.readouterr().err
+    assert f"cannot create the folder {in_the_way}: a file is where a folder should be" in refusal
+    assert "Traceback" not in refusal
+    assert in_the_way.read_text() == "kept"
+
+
+def test_export_to_a_full_device_says_so_and_exits_2(audited, capsys):
+    assert run("audit", "export", "--from", "2000-01-01", "--to", "2100-01-01", "--out", "/dev/full") == 2
+    assert "cannot write /dev/full: No space left on device" in capsys.readouterr().err
+
+
+def test_an_export_that_fails_midway_leaves_no_file(audited, tmp_path, monkeypatch, capsys):
+    def disk_full_after_a_line(url, start, end, stream):
+        stream.write("{}\n")
+        stream.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(audit_cli, "export", disk_full_after_a_line)
+    out = tmp_path / "history.jsonl"
+
+    assert run("audit", "export", "--from", "2000-01-01", "--to", "2100-01-01", "--out", str(out)) == 2
+
+    assert "No space left on device; nothing was kept" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_export_to_a_full_standard_output_says_so_without_a_traceback(audited):
+    env = {**os.environ, DATABASE_URL_ENV: audited}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [str(CONSOLE_SCRIPT), "audit", "export", "--from", "2000-01-01", "--to", "2100-01-01"],
+            env=env,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == "audit export: cannot write to standard output: No space left on device"
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 from application.settings import DEFAULT_SETTINGS, SettingsError, decode_settings
 from interface.settings import (
     ApiSettings,
+    HttpSettings,
     RateLimitSettings,
     Role,
     TokenSettings,
@@ -33,6 +34,7 @@ def test_the_demo_settings_load_as_the_ledgers_part_and_the_apis() -> None:
     assert not loaded.ledger.partners["other"].has_payouts
     assert loaded.api.tokens == TokenSettings()
     assert loaded.api.rate_limits == RateLimitSettings(enabled=True, requests_per_second=200, burst=400)
+    assert loaded.api.http == HttpSettings(head_timeout_seconds=10, body_timeout_seconds=30)
     assert loaded.api.partners["other"].clients["other-operator"].roles == [Role.OPERATOR]
 
 
@@ -112,4 +114,16 @@ def test_the_problems_of_both_parts_are_reported_together() -> None:
         "base_currency 'CHF' is not in [currencies]",
         "partners.demo.clients.demo-auditor.roles must not be empty",
         "rate_limits.burst must be at least 1",
+    ]
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "inf", "nan"])
+def test_a_request_timeout_that_is_not_a_positive_number_of_seconds_is_refused(seconds: str) -> None:
+    broken = DEMO.replace("head_timeout_seconds = 10", f"head_timeout_seconds = {seconds}").replace(
+        "body_timeout_seconds = 30", f"body_timeout_seconds = {seconds}"
+    )
+
+    assert problems_of(broken) == [
+        "http.head_timeout_seconds must be a positive number of seconds",
+        "http.body_timeout_seconds must be a positive number of seconds",
     ]

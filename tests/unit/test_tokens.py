@@ -140,6 +140,20 @@ def test_a_token_issued_in_the_future_is_refused(service: TokenService, clock: F
         service.verify(token)
 
 
+def test_a_token_is_refused_before_its_not_before_time_give_or_take_the_leeway(
+    service: TokenService, clock: FakeClock
+) -> None:
+    token = jwt.encode(valid_claims(nbf=int(START.timestamp()) + 60), KEY, algorithm="HS256")
+
+    with pytest.raises(InvalidToken, match="not valid yet"):
+        service.verify(token)
+    clock.advance(54)
+    with pytest.raises(InvalidToken, match="not valid yet"):
+        service.verify(token)
+    clock.advance(1)
+    assert service.verify(token).client_id == "demo-desk"
+
+
 def test_a_token_signed_with_another_key_is_refused(service: TokenService, clock: FakeClock) -> None:
     forged = TokenService(TokenSettings(), b"x" * 32, clock).issue(CLIENT).access_token
 
@@ -214,7 +228,14 @@ def test_a_token_missing_a_required_claim_is_refused(service: TokenService, clai
 
 @pytest.mark.parametrize(
     "changes",
-    [{"exp": "tomorrow"}, {"iat": True}, {"roles": "broker"}, {"roles": [1]}, {"partner": 7}],
+    [
+        {"exp": "tomorrow"},
+        {"iat": True},
+        {"nbf": "soon"},
+        {"roles": "broker"},
+        {"roles": [1]},
+        {"partner": 7},
+    ],
 )
 def test_a_token_with_ill_typed_claims_is_refused(service: TokenService, changes: dict) -> None:
     token = jwt.encode(valid_claims(**changes), KEY, algorithm="HS256")
