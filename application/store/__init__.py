@@ -37,6 +37,10 @@ Snapshots - the address pools, whose history only grows, are snapshotted by the 
     a bounded time for its save (then 503); after a connection fault the batch is read back, so a landed save
     is never retried into a conflict. `BROKER_LEDGER_GROUP_COMMIT=off` goes back to the library's recorder.
 
+`commit_watch` - the committer cannot wedge: a batch that holds its connection past its deadline is
+    cancelled and its connection shut down and replaced; and whether the committer commits (GET /health).
+    `read_back` settles a batch after a connection fault by what the store holds.
+
 `read_ahead` - the recorder's reads: a use case's read-ahead (several aggregates' histories, and of others
     only their latest event, in one round trip) and the library's reads tried twice, not ten times.
 
@@ -48,6 +52,10 @@ Snapshots - the address pools, whose history only grows, are snapshotted by the 
 
 `schema_lock` - tables and schemas are created under one advisory lock, so any number of workers and
     replicas may start at once on an empty database.
+
+`advisory_locks` - the service's advisory locks are its own: the functions that take one are revoked from
+    PUBLIC in its database and granted to its role (`analyst create-role` does it), so a read-only role
+    cannot hold up its start or its projections.
 
 `positions` - read-your-writes: the last notification id a request's saves recorded, which a later read by
     the same partner waits for (rather than for the whole log). With group commit the committer upserts each
