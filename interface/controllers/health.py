@@ -65,28 +65,32 @@ def health(state: State) -> Response[Health]:
     if not stalled:
         return Response(Health(status="ok"))
     detail = "; ".join(one.describe() for one in stalled)
-    problem = StalledProblem(
-        type=f"urn:broker-ledger:problem:{STALLED}",
-        title="Projection stalled",
-        status=503,
-        detail=f"the read models do not keep up with the event log: {detail}",
-        code=STALLED,
-        errors=[one.describe() for one in stalled],
-        projections=[_projection(one, threshold) for one in found],
+    return _unready(
+        STALLED,
+        "Projection stalled",
+        f"the read models do not keep up with the event log: {detail}",
+        [one.describe() for one in stalled],
+        [_projection(one, threshold) for one in found],
     )
-    return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": "5"})
 
 
 def _committer_stalled(why: str) -> Response[Health]:
     """503 `committer_stalled`: the writes of this process do not commit (told without asking the database,
     which may be what holds them)."""
+    return _unready(COMMITTER_STALLED, "Committer stalled", f"writes do not commit: {why}", [why])
+
+
+def _unready(
+    code: str, title: str, detail: str, errors: list[str], projections: list[ProjectionHealth] | None = None
+) -> Response[Health]:
     problem = StalledProblem(
-        type=f"urn:broker-ledger:problem:{COMMITTER_STALLED}",
-        title="Committer stalled",
+        type=f"urn:broker-ledger:problem:{code}",
+        title=title,
         status=503,
-        detail=f"writes do not commit: {why}",
-        code=COMMITTER_STALLED,
-        errors=[why],
+        detail=detail,
+        code=code,
+        errors=errors,
+        projections=projections or [],
     )
     return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": "5"})
 

@@ -23,6 +23,7 @@ from eventsourcing.persistence import OperationalError
 from application.store import commit_watch, group_commit
 from tests.application.notes import Note
 from tests.application.test_group_commit_faults import recorder_of, stored_texts, url_of
+from tests.projections.stall_support import eventually
 
 SHORT_DEADLINE = 1.0
 LARGE_STATEMENT = [("SELECT length(%s::bytea)", [bytes(64 * 1024 * 1024)])]
@@ -68,7 +69,9 @@ def test_a_batch_the_server_holds_past_the_deadline_fails_and_the_save_behind_it
     assert time.monotonic() - started < SHORT_DEADLINE + 8.0
     assert stored_texts(notebook, behind) == ["queued behind the pause"]
     with psycopg.connect(url_of(pooled_env), autocommit=True) as admin:
-        assert eventually(lambda: admin.execute(PAUSED).fetchone()[0] == 0)  # cancelled, not left running
+        eventually(
+            lambda: admin.execute(PAUSED).fetchone()[0] == 0, seconds=10
+        )  # cancelled, not left running
 
 
 def test_a_connection_gone_silent_is_shut_down_at_the_deadline_and_the_save_lands_on_a_new_one(
@@ -98,7 +101,7 @@ def test_a_committer_stuck_in_one_batch_is_reported_until_a_batch_commits(notebo
 
     async def stuck_then_cancelled(admin: psycopg.Connection[Any]) -> None:
         paused = asyncio.ensure_future(recorder.write_along(SERVER_PAUSE))
-        assert await asyncio.to_thread(eventually, lambda: "writing one batch" in (recorder.stalled() or ""))
+        await asyncio.to_thread(eventually, lambda: "writing one batch" in (recorder.stalled() or ""), 10)
         admin.execute(CANCEL_PAUSE)
         with pytest.raises(OperationalError, match="canceling statement"):
             await paused
@@ -107,16 +110,6 @@ def test_a_committer_stuck_in_one_batch_is_reported_until_a_batch_commits(notebo
         asyncio.run(stuck_then_cancelled(admin))
     notebook.save(Note("a batch commits again"))
     assert recorder.stalled() is None
-
-
-def eventually(condition: Any, seconds: float = 10.0) -> bool:
-    """Whether `condition()` holds within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 class SilenceableProxy:

@@ -17,10 +17,10 @@ from application.ledger import Ledger
 from application.store.database import build_url, eventsourcing_env
 from application.store.log import EVENTS_SCHEMA
 from projections.read_models import ReadModels
-from projections.runner import open_view
+from projections.runner import open_view, replay
 from tests.application.conftest import addresses, clock, make_ledger, settings  # noqa: F401
 from tests.databases import scratch_database
-from tests.projections.scenario import READ_MODELS
+from tests.projections.scenario import READ_MODELS, populate
 
 
 @pytest.fixture
@@ -77,3 +77,11 @@ def cli_database(fresh_database: str, tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("DATABASE_URL", fresh_database)
     monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
     return fresh_database
+
+
+@pytest.fixture
+def populated(cli_database: str, store_ledger: Ledger, clock, addresses, make_view) -> str:  # noqa: F811
+    """The CLI's fresh database with the scenario's history and its read models replayed."""
+    populate(store_ledger, clock, addresses)
+    replay(store_ledger, READ_MODELS, make_view())
+    return cli_database

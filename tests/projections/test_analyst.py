@@ -5,28 +5,17 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from application.credentials import VAR_ENV
 from interface.cli import main
 from projections.catalog import PROJECTIONS, by_name
-from projections.runner import open_view, replay
+from projections.runner import open_view
 from projections.status import record_failure
 from tests.projections.conftest import connect_as
-from tests.projections.scenario import READ_MODELS, populate
 
 
 def run(*argv: str) -> int:
     with pytest.raises(SystemExit) as exit_:
         main(list(argv))
     return exit_.value.code
-
-
-@pytest.fixture
-def populated(fresh_database, store_ledger, clock, addresses, make_view, tmp_path, monkeypatch) -> str:
-    populate(store_ledger, clock, addresses)
-    replay(store_ledger, READ_MODELS, make_view())
-    monkeypatch.setenv("DATABASE_URL", fresh_database)
-    monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
-    return fresh_database
 
 
 def test_the_analyst_role_reads_the_read_models_but_not_the_event_store(populated, analyst_name, capsys):

@@ -19,9 +19,8 @@ from interface.cli import main
 from projections import status
 from projections.catalog import PROJECTIONS
 from projections.live import ProjectionWorker
-from projections.runner import STARTUP_LOCK, open_view, replay
+from projections.runner import STARTUP_LOCK, open_view
 from tests.projections.conftest import connect_as
-from tests.projections.scenario import READ_MODELS, populate
 from tests.projections.stall_support import eventually, head_of
 
 SERVICE_KEYS = [SCHEMA_LOCK, STARTUP_LOCK, *(spec.lock_key() for spec in PROJECTIONS)]
@@ -35,15 +34,6 @@ def run(*argv: str) -> int:
 
 def create_role(name: str, *options: str) -> int:
     return run("analyst", "create-role", "--name", name, "--password", "pw-1", *options)
-
-
-@pytest.fixture
-def populated(fresh_database, store_ledger, clock, addresses, make_view, tmp_path, monkeypatch) -> str:
-    populate(store_ledger, clock, addresses)
-    replay(store_ledger, READ_MODELS, make_view())
-    monkeypatch.setenv("DATABASE_URL", fresh_database)
-    monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
-    return fresh_database
 
 
 def lock_call(function: str) -> str:
