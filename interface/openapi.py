@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import importlib
 import pkgutil
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -291,14 +292,23 @@ def _request_components(document: dict[str, Any]) -> set[str]:
     return found
 
 
+def _rewritten(schema: Any, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    """`schema` with `rewrite` applied to each of its objects, innermost first (lists and other values as
+    they are)."""
+    if isinstance(schema, list):
+        return [_rewritten(item, rewrite) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return rewrite({key: _rewritten(value, rewrite) for key, value in schema.items()})
+
+
 def storable(schema: Any) -> Any:
     """Free text (a string without enum, pattern or format, and every property name) said to hold no NUL
     and no lone surrogate, which the service refuses as `text_not_storable`."""
-    if isinstance(schema, list):
-        return [storable(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    schema = {key: storable(value) for key, value in schema.items()}
+    return _rewritten(schema, _said_storable)
+
+
+def _said_storable(schema: dict[str, Any]) -> dict[str, Any]:
     if "propertyNames" in schema and "pattern" not in schema["propertyNames"]:
         schema["propertyNames"] = {**schema["propertyNames"], "pattern": STORABLE_TEXT}
     if schema.get("type") == "string" and not {"enum", "pattern", "format", "const"} & set(schema):
@@ -309,25 +319,23 @@ def storable(schema: Any) -> Any:
 def ecma_patterns(schema: Any) -> Any:
     """Every `pattern` as ECMA-262 writes it (`interface.schemas.base.ecma_pattern`): the service's end in
     Python's `\\Z`, the end of the text, where Python's `$` also matches before a final newline."""
-    if isinstance(schema, list):
-        return [ecma_patterns(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    return {
-        key: ecma_pattern(value) if key == "pattern" and isinstance(value, str) else ecma_patterns(value)
-        for key, value in schema.items()
-    }
+    return _rewritten(schema, _ecma_pattern_of)
+
+
+def _ecma_pattern_of(schema: dict[str, Any]) -> dict[str, Any]:
+    pattern = schema.get("pattern")
+    return {**schema, "pattern": ecma_pattern(pattern)} if isinstance(pattern, str) else schema
 
 
 def _numbers_for_decimals(schema: Any) -> Any:
     """msgspec documents Decimal as a string; the service reads and writes amounts as JSON numbers."""
-    if isinstance(schema, list):
-        return [_numbers_for_decimals(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
+    return _rewritten(schema, _number_for_decimal)
+
+
+def _number_for_decimal(schema: dict[str, Any]) -> dict[str, Any]:
     if schema.get("type") == "string" and schema.get("format") == "decimal":
         return {**{k: v for k, v in schema.items() if k != "format"}, "type": "number"}
-    return {key: _numbers_for_decimals(value) for key, value in schema.items()}
+    return schema
 
 
 def operation_codes(operation_id: str, traits: set[str]) -> dict[int, list[str]]:
