@@ -13,11 +13,17 @@ more saves share a commit.
 
 What the projections and the use cases rely on is kept:
 - Commit order: a batch holds the table lock from before its ids are issued until its commit, as the library
-  does for a single save, so ids become visible in commit order across processes.
-- A version conflict fails only its own save. The batch is first written with one statement; if that finds
-  a duplicate (originator id, version), the batch is written again save by save, each under a savepoint,
-  and only the saves that conflict are refused, with the same `IntegrityError` (a `RecordConflictError`) the
-  library raises, which the use cases answer by reloading and trying again.
+  does for a single save, so ids become visible in commit order across processes. The lock is the serial
+  point of every save of the cluster, so a batch does under it as little as it can: the statements riding
+  with it come first, then ONE statement takes the lock, notifies and writes the events and the write
+  positions (`application.store.append_function`), and COMMIT follows at once; the time each batch held the
+  lock is in `broker_ledger_events_lock_held_seconds` (bench/serial_point.py, docs/scaling.md).
+- A version conflict fails only its own save, with the same `IntegrityError` (a `RecordConflictError`) the
+  library raises, which the use cases answer by reloading and trying again. A save that writes a version an
+  earlier save of the batch writes is refused before anything is sent; if the batch written together finds
+  a version already stored, the saves that write stored versions are looked up (one query, no lock) and
+  refused, and the others written together again. Only if that too is refused is the batch written save by
+  save, each under a savepoint (the lock held throughout, a round trip a save: `..._one_by_one_total`).
 - Durability: waiters are woken only after COMMIT returns, with `synchronous_commit` left on, so a save that
   returned is on disk.
 - Read-your-writes: once told the write positions' table (`keep_write_positions`), the batch also raises, in
@@ -62,6 +68,7 @@ import threading
 import time
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import (
@@ -76,12 +83,13 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from prometheus_client import Histogram
+from prometheus_client import Counter, Histogram
 from psycopg import Connection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Identifier, Literal
 
+from application.store.append_function import AppendFunction
 from application.store.binary_arrays import ByteaArray, Int8Array, TextArray, UUIDArray
 from application.store.commit_watch import CommitProgress, CommitWatch, WatchedUse
 from application.store.positions import current_writes
@@ -103,10 +111,31 @@ GROUP_COMMIT_SAVES = Histogram(
     "Saves written together in one transaction of the event store",
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
 )
+GROUP_COMMIT_ONE_BY_ONE = Counter(
+    "broker_ledger_group_commit_one_by_one",
+    "Batches written save by save under savepoints, the events table's lock held throughout, after the "
+    "database refused the batch written together",
+)
+GROUP_COMMIT_CONFLICTS = Counter(
+    "broker_ledger_group_commit_conflicts",
+    "Saves refused before their batch took the events table's lock: an aggregate version another save of "
+    "the batch writes, or one already stored",
+)
+GROUP_COMMIT_EVENTS = Counter(
+    "broker_ledger_group_commit_events", "Events written by the group committer's transactions"
+)
+EVENTS_LOCK_HELD = Histogram(
+    "broker_ledger_events_lock_held_seconds",
+    "Time a batch held the events table's lock, on the server's clock: from the lock granted to just after "
+    "COMMIT (save by save: on the committer's clock); the serial point of every save of the cluster",
+    buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
+)
 
 # Statements are composed once, as text: psycopg would compose a `Composed` again on every execution.
 BEGIN = "BEGIN"
 COMMIT = "COMMIT"
+# the server's clock, read right after the events table's lock is granted and right after COMMIT released it
+SERVER_CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
 MAX_BATCH_EVENTS = 2000  # events per transaction; a larger queue is written in several batches
 LOCK_TIMEOUT = 5.0  # seconds a batch waits for the events table's lock
 STATEMENT_TIMEOUT = 10.0  # seconds any statement of a batch may run
@@ -152,6 +181,12 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
             " RETURNING notification_id",
         )
         self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name)).as_string()
+        self.stored_versions_statement = _on_events(
+            self,
+            "SELECT originator_id, originator_version FROM {schema}.{table}"
+            " WHERE (originator_id, originator_version) IN"
+            " (SELECT * FROM unnest(%b::uuid[], %b::bigint[]))",
+        )
         self.read_back_statement = _on_events(
             self,
             "SELECT originator_id, originator_version, state, notification_id FROM {schema}.{table}"
@@ -169,6 +204,7 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
         }
         self.lock_statement = _on_events(self, "LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE")
         self.positions_statement: str | None = None  # see `keep_write_positions`
+        self.append = AppendFunction(self.datastore.schema, self.events_table_name, self.channel_name)
         self._queue = SaveQueue()
         self._committer: threading.Thread | None = None
         self._starting = threading.Lock()
@@ -197,6 +233,9 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
                 events=Literal(Identifier(self.datastore.schema, self.events_table_name).as_string()),
             )
             .as_string()
+        )
+        self.append = AppendFunction(
+            self.datastore.schema, self.events_table_name, self.channel_name, positions=(schema, table)
         )
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
@@ -283,10 +322,18 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
         if saves:
             GROUP_COMMIT_SAVES.observe(saves)
         use: WatchedUse | None = None
+        batch = self._refuse_taken(batch, set())
         try:
             with self.datastore.get_connection() as conn, self._watch.watching(conn, COMMIT_DEADLINE) as use:
                 try:
                     ids, kept = self._write_together(conn, batch)
+                except psycopg.errors.UniqueViolation:
+                    batch = self._refuse_taken(batch, self._stored_versions(conn, batch))
+                    try:
+                        ids, kept = self._write_together(conn, batch)
+                    except SAVE_ERRORS:
+                        self._write_one_by_one(conn, batch)
+                        return
                 except SAVE_ERRORS:
                     self._write_one_by_one(conn, batch)
                     return
@@ -299,28 +346,69 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
             save.succeed(ids[start : start + len(save.events)], position_kept=kept)
             start += len(save.events)
 
+    def _refuse_taken(self, batch: list[PendingSave], stored: set[tuple[UUID, int]]) -> list[PendingSave]:
+        """Fails, before any lock is taken, each save bound to lose a race on an aggregate version: one that
+        writes a version `stored` holds, or one an earlier save of the batch writes (two requests of this
+        process that loaded the same aggregate); returns the others. Written together, the batch would be
+        refused whole and written again save by save under the lock, each save a round trip."""
+        taken = set(stored)
+        writing = []
+        for save in batch:
+            versions = {(event.originator_id, event.originator_version) for event in save.events}
+            conflict = next(iter(versions & taken), None)
+            if conflict is None:
+                taken |= versions
+                writing.append(save)
+                continue
+            GROUP_COMMIT_CONFLICTS.inc()
+            save.fail(
+                IntegrityError(f"aggregate {conflict[0]} version {conflict[1]} is taken by another save")
+            )
+        return writing
+
+    def _stored_versions(self, conn: Connection[DictRow], batch: list[PendingSave]) -> set[tuple[UUID, int]]:
+        """Which of the batch's (originator id, version) pairs the events table holds already (no lock)."""
+        events = [event for save in batch for event in save.events]
+        pairs = (
+            UUIDArray([event.originator_id for event in events]),
+            Int8Array([e.originator_version for e in events]),
+        )
+        with conn.cursor(row_factory=tuple_row) as cursor:
+            rows = cursor.execute(self.stored_versions_statement, pairs, prepare=True, binary=True).fetchall()
+        return {(originator_id, version) for originator_id, version in rows}
+
     def _write_together(self, conn: Connection[DictRow], batch: list[PendingSave]) -> tuple[list[int], bool]:
-        """One round trip: BEGIN, lock, NOTIFY, INSERT ... RETURNING, the partners' write positions, the
-        companions' statements and COMMIT, pipelined (a batch of companions alone takes no lock and sends
+        """One round trip, pipelined: BEGIN, the statements riding with the batch (the saves' own and the
+        companions'), then the append (`application.store.append_function`: the table's lock, NOTIFY, the
+        events and the partners' write positions in one statement) and COMMIT, so that under the lock the
+        server waits for nothing but the COMMIT message (a batch of companions alone takes no lock and sends
         no NOTIFY). The notification ids, and whether the write positions were kept with them; each
         companion's rows are put on it."""
         columns = _columns([event for save in batch for event in save.events])
-        positions = self._positions(batch)
+        if columns[0]:
+            self.append.ensure(conn)
+        partners = self._partners(batch)
         companions = [save for save in batch if save.statements]
         try:
-            with conn.cursor() as control, conn.cursor() as insert:
+            with (
+                conn.cursor() as control,
+                conn.cursor(row_factory=tuple_row) as append,
+                conn.cursor(row_factory=tuple_row) as released,
+            ):
                 with conn.pipeline():  # left, never synced (see the module docstring)
                     control.execute(BEGIN)
                     self._set_timeouts(control)
-                    if columns[0]:
-                        control.execute(self.lock_statement, prepare=True)
-                        control.execute(self.notify_statement)
-                        insert.execute(self.insert_keyed_statement, columns, prepare=True, binary=True)
-                    if positions is not None:
-                        control.execute(self.positions_statement, positions, prepare=True, binary=True)
                     cursors = [_sent(conn, save.statements) for save in companions]
+                    if columns[0]:
+                        append.execute(self.append.call, (*columns, partners), prepare=True, binary=True)
                     control.execute(COMMIT)
-                ids = [row["notification_id"] for row in insert.fetchall()] if columns[0] else []
+                    if columns[0]:
+                        released.execute(SERVER_CLOCK, prepare=True)
+                ids: list[int] = []
+                if columns[0]:
+                    ids, granted = append.fetchone()
+                    EVENTS_LOCK_HELD.observe(max(released.fetchone()[0] - granted, 0.0))
+                    GROUP_COMMIT_EVENTS.inc(len(columns[0]))
                 rows = [[cursor.fetchall() for cursor in sent] for sent in cursors]
         except BaseException:
             if conn.info.transaction_status != TransactionStatus.IDLE:
@@ -330,7 +418,16 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
             raise OperationalError(f"inserted {len(columns[0])} events but got {len(ids)} notification ids")
         for save, returned in zip(companions, rows, strict=True):
             save.rows = returned
-        return ids, positions is not None
+        return ids, len(partners) > 0
+
+    def _partners(self, batch: Sequence[PendingSave]) -> TextArray:
+        """The partners whose requests saved in `batch`, for the append's write positions (none when no
+        positions are kept)."""
+        if self.positions_statement is None:
+            return TextArray([])
+        return TextArray(
+            sorted({save.writes.partner for save in batch if save.writes is not None and save.events})
+        )
 
     def _positions(
         self, batch: Sequence[PendingSave], written: Sequence[Sequence[int]] | None = None
@@ -357,11 +454,14 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
     def _write_one_by_one(self, conn: Connection[DictRow], batch: list[PendingSave]) -> None:
         """The conflict path: each save (and each companion) under its own savepoint; only those refused
         fail, a save with the library's error, a companion with psycopg's."""
+        GROUP_COMMIT_ONE_BY_ONE.inc()
         outcomes: list[tuple[PendingSave, list[int] | BaseException]] = []
+        locked_at: float | None = None
         with conn.transaction(), conn.cursor() as curs:
             self._set_timeouts(curs)
             if any(save.events for save in batch):
                 curs.execute(self.lock_statement, prepare=True)
+                locked_at = time.monotonic()
                 curs.execute(self.notify_statement)
             for save in batch:
                 try:
@@ -374,6 +474,8 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
             kept = self._keep_positions_alone(
                 curs, [(save, outcome) for save, outcome in outcomes if isinstance(outcome, list)]
             )
+        if locked_at is not None:
+            EVENTS_LOCK_HELD.observe(time.monotonic() - locked_at)
         self.batches_committed += 1
         for save, outcome in outcomes:  # only now, after COMMIT
             if isinstance(outcome, BaseException):

@@ -10,6 +10,7 @@ import pytest
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, RecordConflictError
+from prometheus_client import REGISTRY
 
 from application.store.group_commit import GroupCommitRecorder, PendingSave
 from application.store.positions import WritePosition
@@ -113,6 +114,34 @@ def test_a_conflict_with_an_earlier_save_of_the_same_batch_refuses_only_the_late
     assert copy_of(notebook, stored).text == "first"
     ids = [save.notification_ids for save in batch]
     assert ids[0][0] < ids[1][0]
+
+
+def one_by_one_batches() -> float:
+    return REGISTRY.get_sample_value("broker_ledger_group_commit_one_by_one_total") or 0.0
+
+
+def test_conflicts_are_refused_before_the_lock_and_the_rest_is_still_written_in_one_transaction(notebook):
+    stored = Note("stored")
+    notebook.save(stored)
+    stale = copy_of(notebook, stored)
+    notebook.save(copy_of_amended(notebook, stored, "winner"))
+    stale.amend("stale")
+    first, second = copy_of(notebook, stored), copy_of(notebook, stored)
+    first.amend("first")
+    second.amend("second")
+    before, committed = one_by_one_batches(), notebook.recorder.batches_committed
+    batch = [
+        pending(notebook, stale),
+        pending(notebook, first),
+        pending(notebook, Note("new")),
+        pending(notebook, second),
+    ]
+    notebook.recorder.commit_batch(batch)
+    assert [save.error is None for save in batch] == [False, True, True, False]
+    assert all(isinstance(save.error, RecordConflictError) for save in (batch[0], batch[3]))
+    assert one_by_one_batches() == before  # not written again save by save, under the lock
+    assert notebook.recorder.batches_committed == committed + 1
+    assert copy_of(notebook, stored).text == "first"
 
 
 def test_a_batch_keeps_each_partners_position_no_lower_than_its_last_event(notebook, position_of):

@@ -154,7 +154,8 @@ def test_a_connection_killed_while_waiting_for_the_lock_is_retried_and_the_save_
 def wait_for_lock_waiter(admin: psycopg.Connection[Any]) -> int:
     for _ in range(100):
         row = admin.execute(
-            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'LOCK TABLE%%'"
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND (query LIKE 'LOCK TABLE%%' OR query LIKE '%%\\_append\\_%%')"  # the committer's append
         ).fetchone()
         if row:
             return int(row[0])
