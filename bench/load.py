@@ -4,9 +4,9 @@ their targets.
 
 Run (wrk must be installed: `apt-get install wrk`):
 
-    .venv/bin/python bench/load.py [--customers 2000] [--seconds 15] [--workers 2] [--connections 64,8]
+    .venv/bin/python bench/load.py [--customers 2000] [--seconds 15] [--workers 2|2,8,14] [--connections 64,8]
                                    [--database-url postgresql://postgres@127.0.0.1:5432/postgres] [--markdown]
-                                   [--projections in-process|separate]
+                                   [--projections in-process|separate] [--projection-processes N|auto]
 
 What it does, in order:
 1. Creates a fresh database `bench_load_<random>` on the PostgreSQL of --database-url (dropped at the end)
@@ -33,8 +33,12 @@ What it does, in order:
    until every projection has reached the last head (so the slowest events are counted), and each run
    starts only once the projections have processed everything before it. The target applies to
    ReadModels (the read models that GET endpoints serve) during the run with the most connections.
-   CPU seconds of the API workers, of a separate projections process and of PostgreSQL (bench/cpu.py),
-   from wrk's start until the projections caught up, are divided by the buys stored: CPU ms per buy.
+   CPU seconds of the API workers, of a separate projections process (and its runners) and of PostgreSQL
+   (bench/cpu.py), from wrk's start until the projections caught up, are divided by the buys stored: CPU ms
+   per buy. The serial point (bench/serial_point.py), during wrk's run: the group committer's commits, the
+   time each held the events table's lock and the events it wrote (the API's /metrics before and after),
+   and what the service's connections waited for (pg_stat_activity and pg_locks sampled every 10 ms); from
+   those, the buys per second the lock allows (buys per commit / time held per commit), beside the buys.
 5. After the runs: VmRSS of each uvicorn worker (children of the server process, /proc/<pid>/status).
    Trouble in the server's log (a worker restarted by uvicorn's supervisor, errors) is printed per phase.
    Then the server is stopped and `broker-ledger projections rebuild` (every projection, from the first
@@ -48,6 +52,12 @@ What it does, in order:
    from the start, and runs just before and just after the buys at each connection count (step 3): the
    two runs together are the reference of that count, so a drift of the shared machine's speed in the
    minutes of a benchmark (seen: 30-50 %) moves the buys and their reference alike.
+
+With `--workers 2,8,14` the whole benchmark runs once per worker count (each on a fresh database, with its
+own floor and ceiling), and a scaling table follows: buys/s, the floor, the share, CPU per buy, ReadModels'
+lag, the serial point's figures and the rebuild, per worker count. `--projections separate` runs
+`broker-ledger projections run --processes N` (`--projection-processes`, auto by default: a runner per 4
+cores, at most one per projection).
 
 Progress goes to stderr; the figures to stdout. --markdown prints the tables as Markdown (for
 docs/performance.md). The load generator shares the machine with the server and PostgreSQL, so the figures
@@ -70,7 +80,7 @@ from pathlib import Path
 
 from bench.cpu import CpuMeter
 from bench.lag import LagSampler, tracking_tables
-from bench.load_report import FloorRun, LoadRun, Results, print_results
+from bench.load_report import FloorRun, LoadRun, Results, print_results, print_scaling
 from bench.load_support import (
     CUSTOMER_ADDRESS,
     ROOT,
@@ -80,6 +90,7 @@ from bench.load_support import (
     as_in_service,
     bench_settings,
     broker_token,
+    children,
     create_customers,
     drop_database,
     free_port,
@@ -90,6 +101,7 @@ from bench.load_support import (
     scalar,
     server_env,
 )
+from bench.serial_point import SerialPoint, WaitSampler, commit_counters
 from projections.catalog import PROJECTIONS
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -113,7 +125,12 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--customers", type=int, default=2000)
     parser.add_argument("--seconds", type=int, default=15, help="duration of each wrk run")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--workers",
+        default="2",
+        help="API workers; comma-separated for a sweep (e.g. 2,8,14): one whole benchmark each, on a fresh "
+        "database, then one scaling table",
+    )
     parser.add_argument("--connections", default="64,8", help="comma-separated, one wrk run each")
     parser.add_argument(
         "--database-url", default=DEFAULT_DATABASE_URL, help="a server to create a database on"
@@ -125,6 +142,12 @@ def parse_args() -> argparse.Namespace:
         help="run the projections in the API workers (serve's default) or in their own process "
         "(serve --no-projections beside `broker-ledger projections run`, as compose.yaml does)",
     )
+    parser.add_argument(
+        "--projection-processes",
+        default=os.environ.get("BENCH_PROJECTION_PROCESSES", "auto"),
+        help="with --projections separate: `projections run --processes` (a number, or auto); "
+        "default: $BENCH_PROJECTION_PROCESSES or auto",
+    )
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument(
         "--without-keys",
@@ -133,6 +156,7 @@ def parse_args() -> argparse.Namespace:
     )
     args = parser.parse_args()
     args.connections = [int(count) for count in args.connections.split(",") if count.strip()]
+    args.sweep = [int(count) for count in args.workers.split(",") if count.strip()]
     return args
 
 
@@ -142,16 +166,22 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed; it drives the load. Install it with: apt-get install wrk")
-    with tempfile.TemporaryDirectory(prefix="bench-load-") as temporary:
-        name, url = fresh_database(args.database_url)
-        note(f"database {name}")
-        try:
-            results = measure(args, url, Path(temporary))
-        except RuntimeError as error:
-            sys.exit(f"benchmark failed: {error}")
-        finally:
-            drop_database(args.database_url, name)
-    print_results(results, args)
+    sweep: list[tuple[int, Results]] = []
+    for workers in args.sweep:
+        args.workers = workers
+        with tempfile.TemporaryDirectory(prefix="bench-load-") as temporary:
+            name, url = fresh_database(args.database_url)
+            note(f"database {name}")
+            try:
+                results = measure(args, url, Path(temporary))
+            except RuntimeError as error:
+                sys.exit(f"benchmark failed: {error}")
+            finally:
+                drop_database(args.database_url, name)
+        print_results(results, args)
+        sweep.append((workers, results))
+    if len(sweep) > 1:
+        print_scaling(sweep, args)
 
 
 def measure(args: argparse.Namespace, url: str, directory: Path) -> Results:
@@ -186,8 +216,9 @@ def measure_ledger(
     with contextlib.ExitStack() as stack:
         if args.projections == "separate":
             command.append("--no-projections")
-            projections = stack.enter_context(projection_process(env, settings, directory))
-            cpu_parts["projections process"] = lambda: [projections.pid]
+            runners = args.projection_processes
+            projections = stack.enter_context(projection_process(env, settings, directory, runners))
+            cpu_parts["projections process"] = lambda: [projections.pid, *children(projections.pid)]
         server = stack.enter_context(running(command, env, directory / "server.log", "/health"))
         cpu_parts = {"API workers": server.worker_pids, **cpu_parts}
         token = broker_token(server.base_url, directory / "var")
@@ -213,10 +244,11 @@ def measure_ledger(
 
 @contextlib.contextmanager
 def projection_process(
-    env: dict[str, str], settings: Path, directory: Path
+    env: dict[str, str], settings: Path, directory: Path, runners: str
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`broker-ledger projections run` in its own process group, stopped at the end."""
+    """`broker-ledger projections run --processes <runners>` in its own process group, stopped at the end."""
     command = [str(VENV_BIN / "broker-ledger"), "projections", "run"]
+    command += [] if runners == "1" else ["--processes", runners]
     with (directory / "projections.log").open("wb") as output:
         process = subprocess.Popen(
             command,
@@ -250,21 +282,27 @@ def load_run(
     buys_before, rows_before = scalar(url, COUNT_BUYS), scalar(url, COUNT_READ_ROWS)
     note(f"wrk: POST /brokerbuy, {connections} connections, {args.seconds} s")
     sampler = LagSampler(url, tables).start()
+    waits = WaitSampler(url).start()
+    counters = commit_counters(server.base_url)
     cpu = CpuMeter(cpu_parts).start()
     script_args = [CUSTOMER_PREFIX, str(args.customers), f"load-{os.getpid()}-c{connections}", FIAT_VALUE]
     script_args += [CUSTOMER_ADDRESS, "no-keys" if args.without_keys else "keys"]
     wrk = run_wrk(f"{server.base_url}/brokerbuy", token, args.seconds, connections, script_args)
+    counters = commit_counters(server.base_url) - counters
+    samples = waits.stop()
     note("waiting for the projections to process every event of the run")
     caught_up = sampler.wait_caught_up(timeout=CATCH_UP_TIMEOUT)
     sampler.stop()
     cpu_seconds = cpu.stop()
+    stored_buys = scalar(url, COUNT_BUYS) - buys_before
     return LoadRun(
         wrk=wrk,
-        stored_buys=scalar(url, COUNT_BUYS) - buys_before,
+        stored_buys=stored_buys,
         read_rows=scalar(url, COUNT_READ_ROWS) - rows_before,
         lags_ms=sampler.lags_ms(),
         caught_up=caught_up,
         cpu_seconds=cpu_seconds,
+        serial=SerialPoint(counters, stored_buys, wrk.seconds, samples),
     )
 
 

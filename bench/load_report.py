@@ -9,7 +9,9 @@ from pathlib import Path
 
 from bench.lag import percentile
 from bench.load_support import WrkResult
+from bench.serial_point import INTERVAL, SerialPoint
 
+SAMPLE_MS = round(INTERVAL * 1000)
 HEADLINE_PROJECTION = "readmodels"  # the read models the GET endpoints serve
 
 
@@ -21,6 +23,7 @@ class LoadRun:
     lags_ms: dict[str, list[float]]  # per projection, one lag per observed head
     caught_up: bool
     cpu_seconds: dict[str, float] = field(default_factory=dict)  # per part, from wrk's start to catch-up
+    serial: SerialPoint | None = None  # where the buys waited (bench/serial_point.py)
 
     @property
     def stored_per_second(self) -> float:
@@ -201,6 +204,60 @@ def lag_table(results: Results, markdown: bool) -> str:
     return table(headers, rows, "llrrrrl", markdown)
 
 
+def serial_table(results: Results, markdown: bool) -> str:
+    headers = ["connections", "commits/s", "events per commit", "buys per commit", "lock held per commit ms"]
+    headers += ["lock busy (held / sampled)", "one by one / conflicts refused early"]
+    headers += ["ceiling buys/s", "measured buys/s", "ceiling / measured"]
+    rows = []
+    for run in results.runs:
+        point = run.serial
+        if point is None:
+            continue
+        measured = run.stored_per_second
+        rows.append(
+            [
+                str(run.wrk.connections),
+                f"{point.commits_per_second:,.0f}",
+                f"{point.events_per_commit:.1f}",
+                f"{point.buys_per_commit:.2f}",
+                f"{point.held_ms:.3f}",
+                f"{point.busy_share:.0f} % / {point.sampled_busy_share:.0f} %",
+                f"{point.counters.one_by_one:,.0f} / {point.counters.conflicts:,.0f}",
+                f"{point.ceiling:,.0f}",
+                f"{measured:,.0f}",
+                f"{point.ceiling / measured:.1f}x" if measured else "n/a",
+            ]
+        )
+    return table(headers, rows, "l" + "r" * (len(headers) - 1), markdown)
+
+
+def waits_table(results: Results, markdown: bool) -> str:
+    shown = ("CPU", "Lock", "LWLock", "IO", "Client", "IPC")
+    headers = ["connections", "backends", "active (mean)", *(f"{kind} %" for kind in shown), "other %"]
+    headers.append("most sampled (type:event %)")
+    rows = []
+    for run in results.runs:
+        if run.serial is None:
+            continue
+        samples = run.serial.samples
+        for side in ("api", "projections"):
+            shares = samples.shares(side)
+            other = sum(share for kind, share in shares.items() if kind not in shown)
+            top = ", ".join(f"{name} {share:.0f}" for name, share in samples.top(side))
+            rows.append(
+                [
+                    str(run.wrk.connections),
+                    side,
+                    f"{samples.active(side):.1f}",
+                    *(f"{shares.get(kind, 0.0):.0f}" for kind in shown),
+                    f"{other:.0f}",
+                    top or "-",
+                ]
+            )
+    return table(headers, rows, "ll" + "r" * (len(headers) - 3) + "l", markdown)
+
+
+CEILING_TIMES = 4  # the serial point's ceiling at least this many times the buys measured (issue 26)
 FLOOR_SHARE = 40  # % of the floor's saves/s that created buys must reach (issue 15)
 CPU_PER_BUY_MS = {"high": 3.0, "low": 3.5}  # machine CPU per created buy at the most / fewest connections
 P99_LOW_MS = 40
@@ -268,6 +325,7 @@ def summary_rows(results: Results, high: int, low: int) -> list[tuple[str, str, 
             f"< {LAG_P99_MS} ms",
             bool(lags) and run_high.caught_up and lag_p99 < LAG_P99_MS,
         ),
+        ceiling_row(run_high),
         (
             "rebuild of every projection from the first event",
             f"{results.rebuild_rate:,.0f} events/s",
@@ -290,6 +348,17 @@ def summary_rows(results: Results, high: int, low: int) -> list[tuple[str, str, 
     ]
 
 
+def ceiling_row(run: LoadRun) -> tuple[str, str, str, bool | None]:
+    """The serial point's ceiling against the buys measured (`bench.serial_point`)."""
+    figure = f"serial point's ceiling at {run.wrk.connections} connections (events table's lock)"
+    point, measured = run.serial, run.stored_per_second
+    if point is None or not point.ceiling or not measured:
+        return figure, "n/a", f">= {CEILING_TIMES}x the buys stored/s", False
+    times = point.ceiling / measured
+    shown = f"{point.ceiling:,.0f} buys/s = {times:.1f}x the {measured:,.0f} stored/s"
+    return figure, shown, f">= {CEILING_TIMES}x the buys stored/s", times >= CEILING_TIMES
+
+
 def verdict(met: bool | None) -> str:
     return "" if met is None else "MET" if met else "NOT MET"
 
@@ -304,8 +373,9 @@ def summary_table(results: Results, high: int, low: int, markdown: bool) -> str:
 
 def print_results(results: Results, args: argparse.Namespace) -> None:
     high, low = max(args.connections), min(args.connections)
+    runners = f" ({args.projection_processes} processes)" if args.projections == "separate" else ""
     print(
-        f"broker-ledger serve: {args.workers} workers, projections {args.projections}, "
+        f"broker-ledger serve: {args.workers} workers, projections {args.projections}{runners}, "
         f"{args.customers} customers, wrk -t1 for {args.seconds} s per run, {os.cpu_count()} CPUs, "
         f"group commit {os.environ.get('BROKER_LEDGER_GROUP_COMMIT', 'on')}, "
         f"{'no Idempotency-Key' if getattr(args, 'without_keys', False) else 'an Idempotency-Key per buy'}"
@@ -320,6 +390,16 @@ def print_results(results: Results, args: argparse.Namespace) -> None:
             "(group commit), same options and workers, nothing else; run just before and just after the buys "
             "at each connection count, the two taken together as the reference",
             floor_table(results, args.markdown),
+        ),
+        (
+            "Serial point: the events table's lock, held by each group commit (bench/serial_point.py); "
+            "ceiling = buys per commit / time held per commit",
+            serial_table(results, args.markdown),
+        ),
+        (
+            f"Where the service's connections waited: pg_stat_activity sampled every "
+            f"{SAMPLE_MS} ms during each run, shares of the active backends' samples (CPU: no wait)",
+            waits_table(results, args.markdown),
         ),
         ("Projection lag (polled every 5 ms, see bench/lag.py)", lag_table(results, args.markdown)),
         (
@@ -361,3 +441,44 @@ def print_incidents(results: Results) -> None:
             for item in found[:4]:
                 print("\n".join(f"    {line[:160]}" for line in item.splitlines()[-4:]))
     print(f"the whole server log is kept in {results.kept_log}")
+
+
+def scaling_rows(sweep: list[tuple[int, Results]], high: int) -> list[list[str]]:
+    rows = []
+    for workers, results in sweep:
+        run, floor_run = results.run_at(high), results.floor_at(high)
+        buys, floor = run.wrk.ok_per_second, floor_run.wrk.ok_per_second
+        lag = percentile(run.lags_ms.get(HEADLINE_PROJECTION, []), 99)
+        point = run.serial
+        rows.append(
+            [
+                str(workers),
+                str(high),
+                f"{buys:,.0f}",
+                f"{floor:,.0f}",
+                f"{100 * buys / floor if floor else 0:.1f} %",
+                f"{cpu_ms(run.cpu_seconds, MACHINE, run.stored_buys):.2f} ms",
+                f"{lag:,.0f} ms",
+                f"{point.buys_per_commit:.2f}" if point else "n/a",
+                f"{point.held_ms:.3f} ms" if point else "n/a",
+                f"{point.busy_share:.0f} %" if point else "n/a",
+                f"{point.ceiling:,.0f}" if point else "n/a",
+                f"{results.rebuild_rate:,.0f}",
+            ]
+        )
+    return rows
+
+
+def print_scaling(sweep: list[tuple[int, Results]], args: argparse.Namespace) -> None:
+    """One table over the sweep's worker counts, at the most connections: the issue's scaling figures and
+    the serial point's."""
+    high = max(args.connections)
+    headers = ["API workers", "connections", "created buys/s", "floor saves/s", "share of floor"]
+    headers += ["machine CPU per buy", "ReadModels lag p99", "buys per commit", "lock held per commit"]
+    headers += ["lock busy", "ceiling buys/s", "rebuild events/s"]
+    rows = scaling_rows(sweep, high)
+    if len(sweep) > 1:
+        first, last = sweep[0], sweep[-1]
+        growth = last[1].run_at(high).wrk.ok_per_second / max(first[1].run_at(high).wrk.ok_per_second, 1)
+        print(f"\nbuys/s at {last[0]} workers / at {first[0]} workers: {growth:.2f}")
+    print(f"\nScaling ({os.cpu_count()} CPUs)\n{table(headers, rows, 'r' * len(headers), args.markdown)}")

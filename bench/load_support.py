@@ -246,10 +246,10 @@ class Process:
 
     def worker_pids(self) -> list[int]:
         """The uvicorn worker processes: children of the server started by multiprocessing's spawn."""
-        return [pid for pid in _children(self.popen.pid) if "spawn_main" in _cmdline(pid)]
+        return [pid for pid in children(self.popen.pid) if "spawn_main" in _cmdline(pid)]
 
 
-def _children(parent: int) -> list[int]:
+def children(parent: int) -> list[int]:
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError):
