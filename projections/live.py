@@ -1,9 +1,23 @@
 """Live projections: every projection a process leads, in one thread, on one connection, one page at a time.
 
-Every API worker and every `projections run` process starts one `ProjectionWorker` for the catalog's
-projections. A projection runs in one process of the cluster at a time: the one whose connection holds its
-advisory lock. Every `retry_seconds` a worker tries the locks of those it does not lead, so it takes over a
-projection that stops elsewhere.
+Every API worker starts one `ProjectionWorker` for the catalog's projections, and so does every runner of
+`projections run` (by default one, in that process itself; `--processes N` starts N runner processes, each
+with its worker: see `interface.projections_cli`). A worker holds one connection for all it leads, and opens
+another for a moment when it records a failure (`status.record_failure`): N runners hold N. A projection
+runs in one process of the cluster at a time: the one whose connection holds its advisory lock. Every
+`retry_seconds` a worker looks at the locks of those it does not lead, so it takes over a projection that
+stops elsewhere.
+
+Which locks a worker tries is its `Share`. An API worker's (the default, runner 0 of 1) prefers every
+projection: it tries every free lock at every look, so the first process to start leads them all. Runner i of
+N prefers the projections at catalog index k with k % N == i, and tries those at every look; the others' it
+tries only once it has found them free (no session holds them, `pg_locks`) on two looks in a row. So a
+runner that starts a moment after another (less than `retry_seconds` later) still finds its own free, the
+projections spread over the runners, and a dead runner's are taken over by the others within two looks
+(2 to 4 s by default). A runner holds, while connected, an advisory lock that says it is alive
+(`Share.presence_key`); at each look, a runner that leads a projection taken over lets it go once that
+projection's own runner is alive again, and that runner takes it at its next look: the projections spread
+again by themselves after a runner restarts, or when a runner started late.
 
 Woken by the event store's NOTIFY (or every `NOTIFY_WAIT_SECONDS`, should one be missed), a round reads the
 new page of the log once, decodes each event at most once (`lanes.PageDecoder`), and hands it to every
@@ -27,6 +41,7 @@ a busy worker (rounds of `SMALL_ROUND` events or more) reads at once, so the pac
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import threading
@@ -53,6 +68,40 @@ ROUND_SECONDS = 0.02
 MAX_RETRY_SECONDS = 30.0  # a failing projection is retried after 2, 4, 8, ... s, at most this long
 PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections
 CONNECTION_NAME = "projections"  # `broker-ledger projections` in pg_stat_activity
+HELD_LOCKS = (
+    "SELECT (classid::bigint << 32) | objid::bigint AS key FROM pg_locks"
+    " WHERE locktype = 'advisory' AND objsubid = 1 AND granted"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
+@dataclass(frozen=True)
+class Share:
+    """Which projections a worker prefers (see above): runner `index` of `runners` prefers those at catalog
+    index k with k % runners == index. Runner 0 of 1, the default, prefers every one."""
+
+    index: int = 0
+    runners: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.runners:
+            raise ValueError(f"runner {self.index} of {self.runners}: give 0 <= index < runners")
+
+    def prefers(self, catalog_index: int) -> bool:
+        return catalog_index % self.runners == self.index
+
+    def owner(self, catalog_index: int) -> Share:
+        """The runner that prefers the projection at `catalog_index`."""
+        return Share(catalog_index % self.runners, self.runners)
+
+    def presence_key(self) -> int:
+        """The advisory lock a runner of this share holds while it is connected: its sign of life, by which
+        a runner that took its projections over hands them back."""
+        digest = hashlib.sha256(f"broker-ledger projections {self}".encode()).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
+
+    def __str__(self) -> str:
+        return f"runner {self.index} of {self.runners}"
 
 
 @dataclass
@@ -67,14 +116,20 @@ class Standing:
 class ProjectionWorker:
     """Runs, in this process, every projection of `specs` whose advisory lock it holds (see above)."""
 
-    def __init__(self, url: str, specs: Iterable[ProjectionSpec], retry_seconds: float = 2.0) -> None:
+    def __init__(
+        self, url: str, specs: Iterable[ProjectionSpec], retry_seconds: float = 2.0, share: Share = Share()
+    ) -> None:
         self.url = url
         self.specs = tuple(specs)
         self.retry_seconds = retry_seconds
+        self.share = share
+        self.preferred = frozenset(spec.name for k, spec in enumerate(self.specs) if share.prefers(k))
         self.page = int(os.environ.get(PAGE_ENV) or PAGE)
         self.running = threading.Event()  # set while this process runs every projection of `specs`
+        self.led: frozenset[str] = frozenset()  # the names of the projections led now (for tests, logs)
         self.standing = {spec.name: Standing() for spec in self.specs}
         self._lanes: dict[str, Lane] = {}  # the projections led, by name
+        self._free_before: frozenset[str] = frozenset()  # others' projections found free at the last look
         self._uncleared: set[str] = set()  # led projections whose failure may still be on record
         self._look_at = 0.0  # when to try the locks of the projections not led
         self._stopped = threading.Event()
@@ -115,7 +170,10 @@ class ProjectionWorker:
             self._stopped.wait(self.pause(lost))
 
     def _connected(self) -> None:
+        self._free_before = frozenset()  # looked at on the connection before: look twice again
         with connect(self.url, CONNECTION_NAME) as connection:
+            if self.share.runners > 1:  # a sign of life for those holding its projections (held till closed)
+                try_lock(connection, self.share.presence_key())
             log_app = event_log(self.url, connection)
             try:
                 self._follow(connection, log_app)
@@ -164,7 +222,7 @@ class ProjectionWorker:
         `ROUND_SECONDS` after it (see above); the next round reads whatever the notifications drained here
         told of: a commit after them sends a NOTIFY of its own."""
         timeout = NOTIFY_WAIT_SECONDS
-        if len(self._lanes) < len(self.specs):  # not past the next look at the others' locks
+        if len(self._lanes) < len(self.specs) or self.share.runners > 1:  # not past the next look
             timeout = min(timeout, max(self._look_at - time.monotonic(), 0.0))
         notified = any(True for _ in connection.notifies(timeout=timeout, stop_after=1))
         if notified and read < SMALL_ROUND:
@@ -173,21 +231,45 @@ class ProjectionWorker:
             pass
 
     def _take_free(self, connection: psycopg.Connection[Any]) -> None:
-        """Takes the lock of each projection not led here whose pause is over, when it is time to look."""
+        """Takes the lock of each projection not led here whose pause is over, when it is time to look: of
+        one it prefers, at every look; of another, once found free at this look and the one before."""
         now = time.monotonic()
-        if now < self._look_at or len(self._lanes) == len(self.specs):
+        sharing = self.share.runners > 1
+        if now < self._look_at or (len(self._lanes) == len(self.specs) and not sharing):
             return
         self._look_at = now + self.retry_seconds
+        held = held_locks(connection) if sharing else set()
+        self._hand_back(connection, held)
+        free_twice = self._free_twice(held)
         for spec in self.specs:
             standing = self.standing[spec.name]
             if spec.name in self._lanes:
                 continue
             if standing.retry_at > now:
                 self._look_at = min(self._look_at, standing.retry_at)
-            elif try_lock(connection, spec.lock_key()):
+            elif (spec.name in self.preferred or spec.name in free_twice) and try_lock(
+                connection, spec.lock_key()
+            ):
                 self._lead(spec, connection)
         if len(self._lanes) == len(self.specs):
             self.running.set()
+
+    def _hand_back(self, connection: psycopg.Connection[Any], held: set[int]) -> None:
+        """Lets go of each projection taken over whose own runner is alive again (its presence lock is held,
+        `held`): that runner takes it at its next look."""
+        for index, spec in enumerate(self.specs):
+            owner = self.share.owner(index)
+            if spec.name in self._lanes and owner != self.share and owner.presence_key() in held:
+                log.info("%s hands projection %s back to %s", self.share, spec.name, owner)
+                self._let_go(spec, connection)
+
+    def _free_twice(self, held: set[int]) -> frozenset[str]:
+        """The projections not preferred nor led here whose locks no session held (`held`) at this look nor
+        at the one before (none for a worker that prefers every projection)."""
+        others = [s for s in self.specs if s.name not in self.preferred and s.name not in self._lanes]
+        free = frozenset(spec.name for spec in others if spec.lock_key() not in held)
+        free_twice, self._free_before = free & self._free_before, free
+        return free_twice
 
     def _lead(self, spec: ProjectionSpec, connection: psycopg.Connection[Any]) -> None:
         try:
@@ -196,8 +278,20 @@ class ProjectionWorker:
             self._failed(spec, error, connection)
             return
         self._lanes[spec.name] = lane
+        self.led = frozenset(self._lanes)
         self._uncleared.add(spec.name)
-        log.info("projection %s running from position %d", spec.name, lane.position)
+        if self.share.runners == 1:
+            log.info("projection %s running from position %d", spec.name, lane.position)
+            return
+        whose = "its own" if spec.name in self.preferred else "taken over"
+        log.info(
+            "%s (pid %d) leads projection %s (%s) from position %d",
+            self.share,
+            os.getpid(),
+            spec.name,
+            whose,
+            lane.position,
+        )
 
     def _settle(self, connection: psycopg.Connection[Any], lanes: Sequence[Lane]) -> None:
         """After a round: a lane that failed is let go; the others' failures in a row are over."""
@@ -232,6 +326,7 @@ class ProjectionWorker:
     def _let_go(self, spec: ProjectionSpec, connection: psycopg.Connection[Any]) -> None:
         """Stops running the projection here and releases its lock."""
         lane = self._lanes.pop(spec.name, None)
+        self.led = frozenset(self._lanes)
         self._uncleared.discard(spec.name)
         self.running.clear()
         if lane is not None:
@@ -245,6 +340,13 @@ class ProjectionWorker:
             status.record_failure(self.url, spec.name, message, notification_id)
         except Exception:
             log.exception("could not record the failure of projection %s", spec.name)
+
+
+def held_locks(connection: psycopg.Connection[Any]) -> set[int]:
+    """The advisory locks (of one bigint key) that some session of this database holds: a bigint key is in
+    `pg_locks` as its high half (classid) and its low half (objid), objsubid 1."""
+    rows = connection.execute(HELD_LOCKS).fetchall()
+    return {row["key"] for row in rows}
 
 
 def event_log(url: str, connection: psycopg.Connection[Any]) -> LedgerLog:

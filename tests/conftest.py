@@ -41,7 +41,8 @@ SERVER = pytest.StashKey[SuiteServer]()
 # a time. The modules of OWN_SERVERS start PostgreSQL servers of their own, whose connections are not the
 # suite's, so they run beside the group like any module.
 PROCESS_FOLDERS = (Path("tests/resilience"), Path("tests/process"), Path("tests/servers"))
-PROCESS_MODULES = ("test_crash_recovery.py",)  # a projection worker process killed again and again
+# projection worker processes killed again and again
+PROCESS_MODULES = ("test_crash_recovery.py", "test_runner_processes.py")
 OWN_SERVERS = ("test_embedded_postgres.py",)
 # Packages whose modules share one app (a package fixture): one scope, so the app starts once, on one worker
 SHARED_APP_PACKAGES = (Path("tests/e2e"),)

@@ -9,7 +9,6 @@ import jsonschema
 import yaml
 
 from application.store.database import DEFAULT_CONNECTIONS
-from projections.catalog import PROJECTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "tests" / "data" / "compose-spec.json"  # vendored: see tests/data/README.md
@@ -56,20 +55,24 @@ def test_a_broken_compose_file_is_refused_by_the_schema() -> None:
 def test_projections_run_in_their_own_workers_and_not_in_the_api() -> None:
     services = compose()["services"]
     assert "--no-projections" in services["api"]["command"]
-    assert services["projections"]["command"][-2:] == ["projections", "run"]
+    assert services["projections"]["command"][1:3] == ["projections", "run"]
     assert services["projections"]["depends_on"]["postgres"]["condition"] == "service_healthy"
 
 
 def test_the_deployment_fits_postgresqls_default_max_connections_with_room_to_spare() -> None:
-    """README's formula: API workers x BROKER_LEDGER_DB_CONNECTIONS + projection processes x (1 + projections)
-    + a few for CLI commands (the projections' health check among them), against max_connections 100 less
-    the 3 reserved for superusers; a third of it stays free for operators, migrations and the analysts."""
+    """README's formula: API workers x BROKER_LEDGER_DB_CONNECTIONS + projection runners x 2 (one for what
+    a runner leads, one for a moment when it records a failure) + a few for CLI commands (the projections'
+    health check among them), against max_connections 100 less the 3 reserved for superusers; a third of it
+    stays free for operators, migrations and the analysts."""
     services = compose()["services"]
     api = services["api"]
     command = api["command"]
     workers = int(command[command.index("--workers") + 1])
     per_worker = int(api["environment"].get("BROKER_LEDGER_DB_CONNECTIONS", DEFAULT_CONNECTIONS))
-    projection_processes = services["projections"].get("deploy", {}).get("replicas", 1)
+    projections = services["projections"]
+    runs = projections["command"]
+    per_replica = int(runs[runs.index("--processes") + 1]) if "--processes" in runs else 1
+    runners = projections.get("deploy", {}).get("replicas", 1) * per_replica
     cli_commands = 5
-    needed = workers * per_worker + projection_processes * (1 + len(PROJECTIONS)) + cli_commands
+    needed = workers * per_worker + runners * 2 + cli_commands
     assert needed <= (100 - 3) * 2 // 3, f"compose.yaml needs {needed} connections"
