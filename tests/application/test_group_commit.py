@@ -84,12 +84,27 @@ def test_concurrent_saves_share_transactions_and_each_gets_its_own_notification_
     assert notebook.recorder.batches_committed < WRITERS * SAVES_PER_WRITER
 
 
-def test_a_version_conflict_with_the_store_fails_only_the_save_it_belongs_to(notebook):
+def stored_and_stale(notebook: Application[UUID]) -> tuple[Note, Note]:
+    """A stored note amended to "winner", and a copy of it from before, amended to "stale" (its save
+    conflicts with the stored version)."""
     stored = Note("stored")
     notebook.save(stored)
     stale = copy_of(notebook, stored)
     notebook.save(copy_of_amended(notebook, stored, "winner"))
     stale.amend("stale")
+    return stored, stale
+
+
+def rivals(notebook: Application[UUID], stored: Note) -> tuple[Note, Note]:
+    """Two copies of `stored` amended to "first" and "second": the same next version."""
+    first, second = copy_of(notebook, stored), copy_of(notebook, stored)
+    first.amend("first")
+    second.amend("second")
+    return first, second
+
+
+def test_a_version_conflict_with_the_store_fails_only_the_save_it_belongs_to(notebook):
+    stored, stale = stored_and_stale(notebook)
     before, after = Note("before"), Note("after")
     batch = [pending(notebook, before), pending(notebook, stale), pending(notebook, after)]
     notebook.recorder.commit_batch(batch)
@@ -104,9 +119,7 @@ def test_a_version_conflict_with_the_store_fails_only_the_save_it_belongs_to(not
 def test_a_conflict_with_an_earlier_save_of_the_same_batch_refuses_only_the_later_one(notebook):
     stored = Note("stored")
     notebook.save(stored)
-    first, second = copy_of(notebook, stored), copy_of(notebook, stored)
-    first.amend("first")
-    second.amend("second")
+    first, second = rivals(notebook, stored)
     batch = [pending(notebook, first), pending(notebook, Note("other")), pending(notebook, second)]
     notebook.recorder.commit_batch(batch)
     assert [save.error is None for save in batch] == [True, True, False]
@@ -121,14 +134,8 @@ def one_by_one_batches() -> float:
 
 
 def test_conflicts_are_refused_before_the_lock_and_the_rest_is_still_written_in_one_transaction(notebook):
-    stored = Note("stored")
-    notebook.save(stored)
-    stale = copy_of(notebook, stored)
-    notebook.save(copy_of_amended(notebook, stored, "winner"))
-    stale.amend("stale")
-    first, second = copy_of(notebook, stored), copy_of(notebook, stored)
-    first.amend("first")
-    second.amend("second")
+    stored, stale = stored_and_stale(notebook)
+    first, second = rivals(notebook, stored)
     before, committed = one_by_one_batches(), notebook.recorder.batches_committed
     batch = [
         pending(notebook, stale),

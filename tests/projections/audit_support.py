@@ -146,3 +146,12 @@ def named_in(text: str, event: dict[str, Any]) -> bool:
             event["topic"],
         )
     )
+
+
+def lives(url: str, prefix: str, count: int = 1) -> None:
+    """`count` customers' whole lives (register, account, buy, sell, payout) written to `url`'s log."""
+    ledger = new_ledger(url)
+    try:
+        Flows(ledger, prefix=prefix).lives(count)
+    finally:
+        ledger.close()

@@ -20,6 +20,7 @@ from projections.read_models import ReadModels
 from projections.runner import open_view, replay
 from tests.application.conftest import addresses, clock, make_ledger, settings  # noqa: F401
 from tests.databases import scratch_database
+from tests.projections.audit_support import lives, own_database
 from tests.projections.scenario import READ_MODELS, populate
 
 
@@ -85,3 +86,11 @@ def populated(cli_database: str, store_ledger: Ledger, clock, addresses, make_vi
     populate(store_ledger, clock, addresses)
     replay(store_ledger, READ_MODELS, make_view())
     return cli_database
+
+
+@pytest.fixture
+def traded(database_url: str) -> Iterator[str]:
+    """A database with two customers' whole lives in its log, no projection run yet."""
+    with own_database(database_url) as url:
+        lives(url, "a", 2)
+        yield url

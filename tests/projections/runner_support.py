@@ -1,7 +1,7 @@
 """What the tests of projection runners share: the projections' positions and rows as the live `read` schema
-holds them, customers' lives written to a database, `broker-ledger projections run --processes N` in a
-process of its own (its runners found, killed and its supervisor held by their pids in its log), and buys
-with a callback URL sent to a real server, in a thread, until told to stop."""
+holds them, `broker-ledger projections run --processes N` in a process of its own (its runners found,
+killed and its supervisor held by their pids in its log), and buys with a callback URL sent to a real
+server, in a thread, until told to stop."""
 
 from __future__ import annotations
 
@@ -28,7 +28,6 @@ from projections.callbacks.projection import CallbackOutbox
 from projections.catalog import PROJECTIONS
 from projections.postgres import READ_SCHEMA
 from tests.e2e.support import Api, Customer, buy_body, expect, log_tail
-from tests.projections.audit_support import Flows, new_ledger
 from tests.projections.stall_support import head_of
 
 NAMES = [spec.name for spec in PROJECTIONS]
@@ -46,15 +45,6 @@ def positions(url: str) -> dict[str, int]:
 
 def all_at_head(url: str) -> bool:
     return set(positions(url).values()) == {head_of(url)}
-
-
-def lives(url: str, prefix: str, count: int = 1) -> None:
-    """`count` customers' whole lives (register, account, buy, sell, payout) written to `url`'s log."""
-    ledger = new_ledger(url)
-    try:
-        Flows(ledger, prefix=prefix).lives(count)
-    finally:
-        ledger.close()
 
 
 def projection_rows(url: str) -> dict[str, list[tuple[Any, ...]]]:

@@ -14,7 +14,7 @@ from projections import live, status
 from projections.catalog import PROJECTIONS
 from projections.lanes import read_page
 from projections.live import CONNECTION_NAME, NOTIFY_WAIT_SECONDS, ROUND_SECONDS, ProjectionWorker
-from tests.projections.audit_support import Flows, new_ledger, own_database, query
+from tests.projections.audit_support import lives, new_ledger, query
 from tests.projections.stall_support import eventually, failures, head_of, insert_unappliable_event
 
 NAMES = [spec.name for spec in PROJECTIONS]
@@ -33,22 +33,6 @@ def connections_named(url: str, name: str) -> int:
         f"broker-ledger {name}",
     )
     return rows[0]["n"]
-
-
-def lives(url: str, prefix: str, count: int = 1) -> None:
-    ledger = new_ledger(url)
-    try:
-        Flows(ledger, prefix=prefix).lives(count)
-    finally:
-        ledger.close()
-
-
-@pytest.fixture
-def traded(database_url: str) -> Iterator[str]:
-    """A database with two customers' whole lives in its log, no projection run yet."""
-    with own_database(database_url) as url:
-        lives(url, "a", 2)
-        yield url
 
 
 @pytest.fixture

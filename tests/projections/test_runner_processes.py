@@ -34,12 +34,11 @@ from tests.e2e.support import (
     obtain_token,
     running_server,
 )
-from tests.projections.audit_support import own_database
+from tests.projections.audit_support import lives, own_database
 from tests.projections.runner_support import (
     Buying,
     RunnerProcesses,
     all_at_head,
-    lives,
     projection_rows,
 )
 from tests.projections.stall_support import eventually

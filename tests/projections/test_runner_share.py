@@ -15,21 +15,13 @@ from projections import live
 from projections import runners as runners_module
 from projections.catalog import PROJECTIONS
 from projections.live import ProjectionWorker, Share
-from tests.projections.audit_support import own_database
-from tests.projections.runner_support import NAMES, all_at_head, lives
+from tests.projections.audit_support import lives
+from tests.projections.runner_support import NAMES, all_at_head
 from tests.projections.stall_support import eventually
 from tests.projections.support import run_cli as run
 
 RETRY_SECONDS = 0.5  # between two looks at the locks
 FIRST, SECOND = frozenset(NAMES[0::2]), frozenset(NAMES[1::2])  # the shares of runners 0 and 1 of 2
-
-
-@pytest.fixture
-def traded(database_url: str) -> Iterator[str]:
-    """A database with two customers' whole lives in its log, no projection run yet."""
-    with own_database(database_url) as url:
-        lives(url, "a", 2)
-        yield url
 
 
 @pytest.fixture
