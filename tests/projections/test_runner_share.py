@@ -56,6 +56,7 @@ def test_a_runner_takes_over_a_stopped_ones_share_after_two_looks_and_hands_it_b
 ):
     first, second = runner(0), runner(1)
     eventually(lambda: (first.led, second.led) == (FIRST, SECOND))
+    time.sleep(2 * RETRY_SECONDS)  # the first has looked since and seen the second's share held
     second.stop()
     stopped = time.monotonic()
     eventually(lambda: first.led == FIRST | SECOND)
