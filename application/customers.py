@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from application.context import Context
+from application.request_checks import problems_of, refuse_all
 from domain.account import Account, account_code_for
 from domain.customer import Customer, CustomerStatus
 from domain.errors import (
     CryptoAddressInvalid,
     CryptoCodeRequired,
     CustomerAlreadyExists,
+    DomainError,
     TrustLevelUnknown,
     ValidationFailed,
     quoted_text,
@@ -30,13 +32,8 @@ class Customers:
         currency: str | None = None,
         portfolio: str | None = None,
     ) -> Customer:
-        self._check_trust_level(trust_level)
+        refuse_all(self.registration_problems(trust_level, status, currency))
         status = status or CustomerStatus.NEW
-        if status not in set(CustomerStatus):
-            raise ValidationFailed(f"status must be NEW or ACTIVE, got {status!r}")
-        if currency is not None and currency not in self.settings.currencies:
-            known = ", ".join(sorted(self.settings.currencies))
-            raise ValidationFailed(f"currencyCode {currency!r} is not supported; supported: {known}")
         if self.store.find(Customer.create_id(partner, code)) is not None:
             raise CustomerAlreadyExists(f"a customer with customerCode {code!r} already exists")
         customer = Customer(
@@ -99,6 +96,26 @@ class Customers:
 
     def accounts_of(self, customer: Customer) -> list[Account]:
         return [self.store.account(customer.partner, code) for code in customer.account_codes]
+
+    def registration_problems(
+        self, trust_level: str | None, status: str | None, currency: str | None
+    ) -> list[DomainError]:
+        """Every problem of a new customer's own content, its codes judged against the settings (a field that
+        is None was not given, or could not be read)."""
+        return problems_of(
+            lambda: trust_level is None or self._check_trust_level(trust_level),
+            lambda: status is None or self._check_status(status),
+            lambda: currency is None or self._check_currency(currency),
+        )
+
+    def _check_status(self, status: str) -> None:
+        if status not in set(CustomerStatus):
+            raise ValidationFailed(f"status must be NEW or ACTIVE, got {status!r}")
+
+    def _check_currency(self, currency: str) -> None:
+        if currency not in self.settings.currencies:
+            known = ", ".join(sorted(self.settings.currencies))
+            raise ValidationFailed(f"currencyCode {currency!r} is not supported; supported: {known}")
 
     def _check_trust_level(self, trust_level: str) -> None:
         if trust_level not in self.settings.trust_levels:

@@ -11,7 +11,7 @@ what it could read of a body that also broke its schema, so one answer lists bot
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -112,6 +112,25 @@ class Draft:
             requested_price=request.requested_price,
             callback_url=request.callback_url,
         )
+
+
+def problems_of(*checks: Callable[[], object]) -> list[DomainError]:
+    """The problems of `checks`, each a check that raises its refusal, run one after the other: every
+    problem is listed, where raising would stop at the first (see `refusal`)."""
+    found: list[DomainError] = []
+    for check in checks:
+        try:
+            check()
+        except DomainError as problem:
+            found.append(problem)
+    return found
+
+
+def refuse_all(problems: list[DomainError]) -> None:
+    """Raises one refusal listing every problem, if there is any (`refusal`)."""
+    refused = refusal(problems)
+    if refused is not None:
+        raise refused
 
 
 def refusal(problems: list[DomainError]) -> DomainError | None:

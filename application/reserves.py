@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 from collections import defaultdict
+from collections.abc import Collection
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -19,15 +20,19 @@ from uuid import UUID
 
 from application.commands import AdjustmentRequest
 from application.context import Context
-from domain.errors import AssetUnknown, ReserveAdjustmentShapeInvalid
+from application.request_checks import problems_of, refuse_all
+from domain.errors import AssetUnknown, DomainError, ReserveAdjustmentShapeInvalid
+from domain.money import Asset
+from domain.pricing import check_amount
 from domain.reserves import (
     BUILT_IN,
     AdjustmentKind,
     Movement,
+    Reserve,
     ReserveAdjustment,
     ReserveBook,
     ReservePlace,
-    check_movement,
+    movement_problems,
     reserve,
     reserve_changes,
     reserve_event_topics,
@@ -35,6 +40,23 @@ from domain.reserves import (
 from domain.transaction import Order, Transaction
 
 RESERVE_TOPICS = reserve_event_topics()
+
+
+def _kind(kind: str) -> AdjustmentKind:
+    try:
+        return AdjustmentKind(kind)
+    except ValueError:
+        known = ", ".join(k.value for k in AdjustmentKind)
+        raise ReserveAdjustmentShapeInvalid(f"kind {kind!r} is not one of {known}") from None
+
+
+def _reserve(name: str | None, type_: str | None) -> Reserve | None:
+    """The reserve a request names, None when it names none (the source of an opening balance)."""
+    if name is None and type_ is None:
+        return None
+    return reserve(name or "", type_ or "")
+
+
 PAGE = 500
 
 
@@ -51,8 +73,8 @@ class Reserves:
         The same code with the same request returns the adjustment recorded first; with another request it
         is refused."""
         code = code or self.new_adjustment_code()
+        refuse_all(self.adjustment_problems(request))
         movement = self.movement(request)
-        check_movement(movement)
 
         def record() -> ReserveAdjustment:
             existing = self.adjustment(partner, code)
@@ -70,26 +92,48 @@ class Reserves:
     def adjustment(self, partner: str, code: str) -> ReserveAdjustment | None:
         return self.store.find(ReserveAdjustment.create_id(partner, code))
 
+    def adjustment_problems(
+        self, request: AdjustmentRequest, unread: Collection[str] = ()
+    ) -> list[DomainError]:
+        """Every problem of an adjustment's own content, each listed: its asset, kind and reserves against
+        the settings, then the rules every adjustment follows (`movement_problems`). Of a body that broke its
+        schema, a field that could not be read (named in `unread`) is None here and is not judged, nor what
+        depends on it."""
+        found = problems_of(
+            lambda: request.asset_code is None or self._asset(request.asset_code),
+            lambda: request.kind is None or _kind(request.kind),
+            lambda: (
+                None in (request.to_reserve, request.to_type) or _reserve(request.to_reserve, request.to_type)
+            ),
+            lambda: _reserve(request.from_reserve, request.from_type),
+        )
+        readable = None not in (request.kind, request.asset_code, request.amount, request.to_reserve)
+        if not found and readable and not unread:
+            return movement_problems(self.movement(request))
+        known = request.asset_code is not None and self._known(request.asset_code)
+        if known and request.amount is not None:
+            asset = self._asset(request.asset_code)[0]
+            found += problems_of(lambda: check_amount(asset, request.amount, "amount"))
+        return found
+
     def movement(self, request: AdjustmentRequest) -> Movement:
         """The request as a movement, its codes checked against the settings (its rules when recorded)."""
-        code = request.asset_code
-        if code in self.settings.cryptos:
-            asset, crypto = self.settings.crypto_asset(code), True
-        elif code in self.settings.currencies:
-            asset, crypto = self.settings.fiat(code), False
-        else:
-            known = ", ".join(sorted([*self.settings.currencies, *self.settings.cryptos]))
-            raise AssetUnknown(f"{code!r} is not a currency or crypto-currency of the service: {known}")
-        try:
-            kind = AdjustmentKind(request.kind)
-        except ValueError:
-            known = ", ".join(k.value for k in AdjustmentKind)
-            raise ReserveAdjustmentShapeInvalid(f"kind {request.kind!r} is not one of {known}") from None
-        source = None
-        if request.from_reserve is not None or request.from_type is not None:
-            source = reserve(request.from_reserve or "", request.from_type or "")
+        asset, crypto = self._asset(request.asset_code)
+        source = _reserve(request.from_reserve, request.from_type)
         to = reserve(request.to_reserve, request.to_type)
-        return Movement(kind, asset, crypto, request.amount, to, source)
+        return Movement(_kind(request.kind), asset, crypto, request.amount, to, source)
+
+    def _known(self, code: str) -> bool:
+        return code in self.settings.cryptos or code in self.settings.currencies
+
+    def _asset(self, code: str) -> tuple[Asset, bool]:
+        """The asset of a currency or crypto-currency code of the settings, and whether it is a crypto."""
+        if code in self.settings.cryptos:
+            return self.settings.crypto_asset(code), True
+        if code in self.settings.currencies:
+            return self.settings.fiat(code), False
+        known = ", ".join(sorted([*self.settings.currencies, *self.settings.cryptos]))
+        raise AssetUnknown(f"{code!r} is not a currency or crypto-currency of the service: {known}")
 
     def _new_places(self, partner: str, movement: Movement, at: datetime) -> list[ReservePlace]:
         """The partner's reserves named for the first time; a reserve it named before must keep its type."""

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 
 from application.changes import TransactionChanges
 from application.commands import DepositReport, SendoutReport
 from application.context import Context
+from application.request_checks import problems_of, refuse_all
 from domain.deposits import DepositAddress
-from domain.errors import DepositAddressUnknown
+from domain.errors import DepositAddressUnknown, DomainError
+from domain.money import DIGITS_AFTER_POINT, Asset
 from domain.pricing import check_amount
 from domain.transaction import ChainPayment, Transaction
 
@@ -19,12 +22,24 @@ class Settlement:
         self.store = context.store
         self.changes = changes
 
+    def report_problems(self, crypto: str | None, amount: Decimal | None) -> list[DomainError]:
+        """Every problem of a deposit report's own content: its crypto-currency, and its amount (at that
+        crypto-currency's places when it is known; else only above zero and below the bound). A field that
+        is None was not given, or could not be read."""
+        cryptos = self.context.settings.cryptos
+        asset = (
+            self.context.settings.crypto_asset(crypto) if crypto in cryptos else Asset("", DIGITS_AFTER_POINT)
+        )
+        return problems_of(
+            lambda: crypto is None or self.context.desk.crypto(crypto),
+            lambda: amount is None or check_amount(asset, amount, "cryptoAmount"),
+        )
+
     def report_deposit(self, partner: str, report: DepositReport) -> Transaction:
         """The customer's payment to a sell's deposit address, with its confirmations so far. One first seen
         after the sell's validUntil cancels it (limits given back) and is recorded as a late payment."""
         settings = self.context.settings
-        self.context.desk.crypto(report.crypto)
-        check_amount(settings.crypto_asset(report.crypto), report.crypto_amount, "cryptoAmount")
+        refuse_all(self.report_problems(report.crypto, report.crypto_amount))
         index = self.store.find(DepositAddress.create_id(report.crypto, report.address))
         if index is None or index.partner != partner:
             raise DepositAddressUnknown(

@@ -40,6 +40,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from domain.errors import (
+    DomainError,
     InsufficientReserve,
     ReserveAdjustmentConflict,
     ReserveAdjustmentShapeInvalid,
@@ -120,21 +121,34 @@ class Movement:
 
 
 def check_movement(movement: Movement) -> None:
-    """The rules every adjustment follows, whatever was recorded before."""
-    check_amount(movement.asset, movement.amount, "amount")
+    """The rules every adjustment follows, whatever was recorded before: refused with the first it breaks."""
+    broken = movement_problems(movement)
+    if broken:
+        raise broken[0]
+
+
+def movement_problems(movement: Movement) -> list[DomainError]:
+    """Every rule of `check_movement` that `movement` breaks, each listed."""
+    found: list[DomainError] = []
+    try:
+        check_amount(movement.asset, movement.amount, "amount")
+    except DomainError as problem:
+        found.append(problem)
     if movement.kind is AdjustmentKind.OPENING_BALANCE and movement.source is not None:
-        raise ReserveAdjustmentShapeInvalid("an OpeningBalance names toReserve only, not fromReserve")
-    if movement.kind is AdjustmentKind.MOVE:
-        if movement.source is None:
-            raise ReserveAdjustmentShapeInvalid("a Move names both fromReserve and toReserve")
-        if movement.source.name == movement.to.name:
-            raise ReserveMoveToSameReserve(f"a Move from {movement.to.name} to itself moves nothing")
+        found.append(ReserveAdjustmentShapeInvalid("an OpeningBalance names toReserve only, not fromReserve"))
+    if movement.kind is AdjustmentKind.MOVE and movement.source is None:
+        found.append(ReserveAdjustmentShapeInvalid("a Move names both fromReserve and toReserve"))
+    elif movement.kind is AdjustmentKind.MOVE and movement.source.name == movement.to.name:
+        found.append(ReserveMoveToSameReserve(f"a Move from {movement.to.name} to itself moves nothing"))
     for place in movement.reserves:
         if place.type in CRYPTO_ONLY and not movement.crypto:
-            raise ReserveCannotHoldAsset(
-                f"reserve {place.name} is a {place.type} and holds crypto-currencies only, not "
-                f"{movement.asset.code}"
+            found.append(
+                ReserveCannotHoldAsset(
+                    f"reserve {place.name} is a {place.type} and holds crypto-currencies only, not "
+                    f"{movement.asset.code}"
+                )
             )
+    return found
 
 
 class ReservePlace(Aggregate):

@@ -6,7 +6,8 @@ exponent are decoded as `Decimal` from their text, types are checked strictly, a
 string is refused, as the API document says.
 
 Every problem of a body is listed, one line per field: unknown, missing and mistyped fields, and for a
-buy or sell, what the fields that could be read say wrong (`interface.body_checks`).
+buy, a sell, a new customer, a deposit report or a reserve adjustment, what the fields that could be read
+say wrong (`interface.body_checks`).
 
 Before the schema, a body must be sent as `application/json` (415 otherwise), nest at most 32 deep (400,
 checked on the raw bytes before anything walks it), name each key of an object once (422 `duplicate_key`:

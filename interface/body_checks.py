@@ -1,18 +1,21 @@
-"""The content checks of a buy or sell body that broke its schema, run on the fields that could be read, so
-that one 422 lists every problem: the missing and mistyped fields (`interface.bodies`) and what the rest
-says wrong (`application.request_checks`, the same checks the use cases make)."""
+"""The content checks of a body that broke its schema (a buy, a sell, a new customer, a deposit report, a
+reserve adjustment), run on the fields that could be read, so that one 422 lists every problem: the missing
+and mistyped fields (`interface.bodies`) and what the rest says wrong (the same checks the use cases make,
+which list every problem of a body that kept its schema too)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from application.commands import AdjustmentRequest
 from application.ledger import Ledger
 from application.request_checks import Draft
 from application.settings import Direction
 from domain.errors import DomainError
 from interface.schemas.alternative import AccountBuy, AccountBuySimulation, AccountSell
-from interface.schemas.requests import BrokerBuy, BrokerBuyCreate, BrokerSell
+from interface.schemas.requests import BrokerBuy, BrokerBuyCreate, BrokerSell, ChainDeposit, CustomerCreate
+from interface.schemas.reserves import ReserveAdjustmentCreate
 
 # (ledger, partner, readable fields, names of the fields that could not be read) -> problems
 ContentCheck = Callable[[Ledger, str, Mapping[str, Any], frozenset[str]], list[DomainError]]
@@ -42,7 +45,38 @@ def _account_sell(
     return ledger.desk.checks.problems(ledger.account_sell_draft(partner, fields, unread))
 
 
+def _customer(ledger: Ledger, _: str, fields: Mapping[str, Any], unread: frozenset[str]) -> list[DomainError]:
+    return ledger.customers.registration_problems(
+        fields.get("trustLevel"), fields.get("status"), fields.get("currencyCode")
+    )
+
+
+def _chain_deposit(
+    ledger: Ledger, _: str, fields: Mapping[str, Any], unread: frozenset[str]
+) -> list[DomainError]:
+    return ledger.settlement.report_problems(fields.get("cryptoCode"), fields.get("cryptoAmount"))
+
+
+def _reserve_adjustment(
+    ledger: Ledger, _: str, fields: Mapping[str, Any], unread: frozenset[str]
+) -> list[DomainError]:
+    to, source = fields.get("toReserve"), fields.get("fromReserve")
+    request = AdjustmentRequest(
+        kind=fields.get("kind"),
+        asset_code=fields.get("code"),
+        amount=fields.get("amount"),
+        to_reserve=to.name if to else None,
+        to_type=to.type if to else None,
+        from_reserve=source.name if source else None,
+        from_type=source.type if source else None,
+    )
+    return ledger.reserves.adjustment_problems(request, unread)
+
+
 CONTENT_CHECKS: dict[type, ContentCheck] = {
+    CustomerCreate: _customer,
+    ChainDeposit: _chain_deposit,
+    ReserveAdjustmentCreate: _reserve_adjustment,
     BrokerBuy: _broker_buy,
     BrokerBuyCreate: _broker_buy,
     BrokerSell: _broker_sell,

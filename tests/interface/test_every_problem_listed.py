@@ -1,6 +1,7 @@
-"""A buy or sell body is judged field by field and every problem is listed in one 422, one line per
-problem, each field named as the client sent it; the customer and limits are judged only after the body's
-content. In-process, on the real app and PostgreSQL."""
+"""A body is judged field by field and every problem is listed in one 422, one line per problem, each field
+named as the client sent it, the schema's problems beside the content's: a buy or sell (the customer and
+limits judged only after the body's content), a new customer, a deposit report, a reserve adjustment.
+In-process, on the real app and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -172,3 +173,74 @@ def test_an_unknown_field_and_an_amount_not_above_zero_are_listed_together(
 ) -> None:
     problem = post(client, headers, "/brokerbuy/simulate", buy(customer, fiatValue=0, colour="red"))
     lines_about(problem, "colour", "fiatValue")
+
+
+def test_a_new_customers_unknown_trust_level_and_unsupported_currency_are_listed_together(
+    client: TestClient, headers: dict[str, str]
+) -> None:
+    body = {"customerCode": "x9", "trustLevel": "Gold", "currencyCode": "XYZ"}
+    problem = post(client, headers, "/customer", body)
+    lines_about(problem, "trustLevel", "currencyCode")
+    assert problem["code"] == "validation_failed"  # trust_level_unknown beside validation_failed
+    assert client.get("/customer/x9", headers=headers).status_code == 404
+
+
+def test_a_new_customers_status_out_of_its_schema_is_listed_beside_its_unknown_trust_level(
+    client: TestClient, headers: dict[str, str]
+) -> None:
+    problem = post(
+        client, headers, "/customer", {"customerCode": "x9", "trustLevel": "Gold", "status": "MAYBE"}
+    )
+    lines_about(problem, "status", "trustLevel")
+
+
+def test_a_deposit_report_lists_its_confirmations_its_unknown_crypto_and_its_amount_together(
+    client: TestClient, operator: dict[str, str], customer: dict[str, str]
+) -> None:
+    report = {
+        "cryptoCode": "DOGE",
+        "address": customer["address"],
+        "txId": "t-1",
+        "cryptoAmount": -1,
+        "confirmations": -1,
+    }
+    problem = post(client, operator, "/chain/deposits", report)
+    lines_about(problem, "confirmations", "cryptoCode", "cryptoAmount")
+
+
+def test_a_deposit_report_of_a_known_crypto_lists_its_amount_beside_its_schema_problem(
+    client: TestClient, operator: dict[str, str], customer: dict[str, str]
+) -> None:
+    report = {"cryptoCode": "BTC", "address": customer["address"], "txId": "t-1", "cryptoAmount": 0.000000001}
+    problem = post(client, operator, "/chain/deposits", report)
+    lines_about(problem, "confirmations", "cryptoAmount")
+    assert any("more than 8 decimal places" in line for line in problem["errors"]), problem["errors"]
+
+
+def test_an_adjustment_lists_its_kind_out_of_its_schema_beside_its_unknown_asset(
+    client: TestClient, operator: dict[str, str]
+) -> None:
+    body = {
+        "kind": "Teleport",
+        "code": "XYZ",
+        "amount": 1,
+        "toReserve": {"name": "cold-1", "type": "ColdStore"},
+    }
+    problem = post(client, operator, "/reserves/adjustments", body)
+    assert len(problem["errors"]) == 2, problem["errors"]
+    assert "`$.kind`" in problem["errors"][0]
+    assert problem["errors"][1].startswith("'XYZ' is not a currency or crypto-currency of the service")
+
+
+def test_a_move_lists_its_amount_and_its_missing_source_together(
+    client: TestClient, operator: dict[str, str]
+) -> None:
+    body = {
+        "kind": "Move",
+        "code": "BTC",
+        "amount": -1,
+        "toReserve": {"name": "hot-wallet", "type": "HotWallet"},
+    }
+    problem = post(client, operator, "/reserves/adjustments", body)
+    lines_about(problem, "amount", "fromReserve")
+    assert problem["code"] == "validation_failed"
