@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from projections.audit_chain import AuditChain, AuditChainProjection
-from projections.callbacks.projection import CallbackOutbox, CallbackOutboxProjection
+from projections.callbacks.projection import CALLBACK_OUTBOX
 from projections.ledger_postings import Postings, PostingsProjection
 from projections.read_models import ReadModels, ReadModelsProjection
 from projections.runner import ProjectionSpec
@@ -13,7 +13,6 @@ READ_MODELS = ProjectionSpec(ReadModelsProjection, ReadModels)
 PROJECTIONS += (READ_MODELS,)
 PROJECTIONS += (ProjectionSpec(AuditChainProjection, AuditChain),)
 PROJECTIONS += (ProjectionSpec(PostingsProjection, Postings),)
-CALLBACK_OUTBOX = ProjectionSpec(CallbackOutboxProjection, CallbackOutbox)
 PROJECTIONS += (CALLBACK_OUTBOX,)
 
 

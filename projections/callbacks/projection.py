@@ -39,6 +39,7 @@ from projections.callbacks.outbox import CREATE, ENQUEUE, OUTBOX, STATES, tables
 from projections.callbacks.snapshots import StoredState, restore, store
 from projections.json_rows import ANY_ID, as_json, json_rows
 from projections.postgres import ReadModel
+from projections.runner import ProjectionSpec
 
 NO_URL = "no callback URL"  # the status column of a marker row (see the module's docstring)
 EVENT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:broker-ledger:callbacks")
@@ -218,3 +219,7 @@ class CallbackOutboxProjection(Projection[CallbackOutbox]):
     @process_event.register
     def _transaction_event(self, domain_event: Transaction.Event, tracking: Tracking) -> None:
         self.view.apply(domain_event, tracking)
+
+
+# the outbox as the catalog and the callbacks service know it
+CALLBACK_OUTBOX = ProjectionSpec(CallbackOutboxProjection, CallbackOutbox)

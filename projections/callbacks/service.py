@@ -12,8 +12,8 @@ from psycopg_pool import ConnectionPool
 
 from projections.callbacks.delivery import DeliveryConfig, DeliveryWorker, Renderer
 from projections.callbacks.outbox import DeliveryStore
+from projections.callbacks.projection import CALLBACK_OUTBOX
 from projections.callbacks.urls import CallbackUrlPolicy, SystemResolver
-from projections.catalog import CALLBACK_OUTBOX
 from projections.postgres import READ_SCHEMA
 from projections.runner import open_view
 
