@@ -1,7 +1,8 @@
 """The `broker-ledger` console script.
 
 Commands live next to what they drive and are registered here by import path, so that each loads
-only when used (`serve` from `interface.serve`; `projections`, `audit` and `analyst` from `projections`);
+only when used (`serve` from `interface.serve`; `projections`, `audit` and `analyst` from
+`interface.projections_cli`, `interface.audit_cli` and `interface.analyst_cli`);
 `settings check` and `token` are defined here.
 
 A command returns its exit code: 0 for success, 2 for a problem the user can fix (said on stderr).

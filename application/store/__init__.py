@@ -37,6 +37,10 @@ Snapshots - the address pools, whose history only grows, are snapshotted by the 
     a bounded time for its save (then 503); after a connection fault the batch is read back, so a landed save
     is never retried into a conflict. `BROKER_LEDGER_GROUP_COMMIT=off` goes back to the library's recorder.
 
+`append_function` - what a batch does under the events table's lock (the serial point of every save of the
+    cluster), as one statement: a PL/pgSQL function takes the lock, notifies, writes the events and the write
+    positions, and COMMIT follows at once, so under the lock the server waits for nothing from the client.
+
 `commit_watch` - the committer cannot wedge: a batch that holds its connection past its deadline is
     cancelled and its connection shut down and replaced; and whether the committer commits (GET /health).
     `read_back` settles a batch after a connection fault by what the store holds.
