@@ -7,7 +7,7 @@ import itertools
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import psycopg
 from psycopg import sql
@@ -52,3 +52,16 @@ def kept_position(database_url: str, partner: str) -> int | None:
             "SELECT position FROM api.write_positions WHERE partner = %s", [partner]
         ).fetchone()
     return None if row is None else row[0]
+
+
+@contextmanager
+def table_locked(url: str, table: sql.Composable, mode: str, seconds: int) -> Iterator[None]:
+    """Another client's transaction holding `table` in lock `mode` (EXCLUSIVE, ACCESS EXCLUSIVE) while inside,
+    at most `seconds`: then the server ends it, so that a request that does wait fails its test rather than
+    hang it."""
+    options = f"-c idle_in_transaction_session_timeout={seconds * 1000}"
+    with psycopg.connect(url, options=options) as holder:
+        holder.execute(sql.SQL("LOCK TABLE {} IN " + mode + " MODE").format(table))
+        yield
+        with suppress(psycopg.Error):
+            holder.rollback()

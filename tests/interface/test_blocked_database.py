@@ -5,20 +5,18 @@ the table the request must read, as a migration or a VACUUM FULL would."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 
-import psycopg
 import pytest
 from psycopg import sql
 
 from application.store import database
 from application.store.database import Timeouts
 from application.store.log import EVENTS_SCHEMA
-from tests.databases import scratch_database
+from tests.databases import scratch_database, table_locked
 from tests.in_process import app_client, bearer_headers
 
 SHORT = Timeouts(lock=0.5, statement=5.0)
@@ -34,15 +32,9 @@ def blockable(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         yield client, var, url
 
 
-@contextmanager
-def locked_exclusively(url: str, table: sql.Composable) -> Iterator[None]:
-    """Another client's transaction holding `table` in ACCESS EXCLUSIVE mode while inside (at most 10 s:
-    then the server ends it, so that a request that does wait fails its test rather than hang it)."""
-    with psycopg.connect(url, options="-c idle_in_transaction_session_timeout=10000") as holder:
-        holder.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
-        yield
-        with suppress(psycopg.Error):
-            holder.rollback()
+def locked_exclusively(url: str, table: sql.Composable) -> contextlib.AbstractContextManager[None]:
+    """Another client's transaction holding `table` in ACCESS EXCLUSIVE mode while inside (at most 10 s)."""
+    return table_locked(url, table, "ACCESS EXCLUSIVE", 10)
 
 
 def assert_bounded_503(answer, started: float) -> None:

@@ -6,21 +6,20 @@ each batch takes), so reads go on and only commits wait, as behind a stuck batch
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 from psycopg import sql
 
 from application.store import group_commit
 from application.store.log import EVENTS_SCHEMA
-from tests.databases import scratch_database
+from tests.databases import scratch_database, table_locked
 from tests.in_process import AppTransport, app_client, bearer_headers
 
 DEADLINE = 1.0
@@ -36,18 +35,12 @@ def committing(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         yield client, var, url
 
 
-@contextmanager
-def commits_held_up(url: str) -> Iterator[None]:
+def commits_held_up(url: str) -> contextlib.AbstractContextManager[None]:
     """Another session holding the events table's EXCLUSIVE lock while inside (at most 20 s)."""
-    with psycopg.connect(url, options="-c idle_in_transaction_session_timeout=20000") as holder:
-        table = sql.Identifier(EVENTS_SCHEMA, "ledger_events")
-        holder.execute(sql.SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(table))
-        yield
-        with suppress(psycopg.Error):
-            holder.rollback()
+    return table_locked(url, sql.Identifier(EVENTS_SCHEMA, "ledger_events"), "EXCLUSIVE", 20)
 
 
-@contextmanager
+@contextlib.contextmanager
 def writing_meanwhile(client, headers: dict[str, str]) -> Iterator[list[int]]:
     """A partner creating customers one after the other while inside (one at least); the statuses it got."""
     statuses: list[int] = []
