@@ -11,14 +11,14 @@ exact to about one poll interval plus one query (a few ms), and a lag below that
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 from psycopg.sql import SQL, Identifier, Literal
 
-from bench.load_support import scalar
+from bench.load_support import Poller, scalar
 
 EVENTS_TABLE = Identifier("ledger", "ledger_events")
 READ_SCHEMA = "read"
@@ -50,10 +50,11 @@ class Track:
     position: int = 0
 
 
-class LagSampler:
+class LagSampler(Poller):
+    name = "lag sampler"
+
     def __init__(self, url: str, tables: list[str], interval: float = 0.005) -> None:
-        self.url = url
-        self.interval = interval
+        super().__init__(url, interval)
         self.baseline: int | None = None  # the head when sampling started: not measured
         self.heads: list[tuple[int, float]] = []  # (notification id, first seen), ascending
         self.tracks = {table.removesuffix("_tracking"): Track() for table in tables}
@@ -63,16 +64,6 @@ class LagSampler:
             self._query += SQL(", (SELECT max(notification_id) FROM {} WHERE application_name = {})").format(
                 Identifier(READ_SCHEMA, table), Literal(APPLICATION)
             )
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="lag-sampler", daemon=True)
-
-    def start(self) -> LagSampler:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
 
     def caught_up(self) -> bool:
         head = self.heads[-1][0] if self.heads else (self.baseline or 0)
@@ -92,14 +83,11 @@ class LagSampler:
     def lags_ms(self) -> dict[str, list[float]]:
         return {name: [lag * 1000 for lag in track.lags] for name, track in self.tracks.items()}
 
-    def _run(self) -> None:
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            while not self._stop.is_set():
-                sent = time.monotonic()
-                row = conn.execute(self._query).fetchone()
-                now = (sent + time.monotonic()) / 2  # the snapshot was taken between the two
-                self._observe(now, row[0] or 0, [position or 0 for position in row[1:]])
-                self._stop.wait(self.interval)
+    def sample(self, conn: psycopg.Connection[Any]) -> None:
+        sent = time.monotonic()
+        row = conn.execute(self._query).fetchone()
+        now = (sent + time.monotonic()) / 2  # the snapshot was taken between the two
+        self._observe(now, row[0] or 0, [position or 0 for position in row[1:]])
 
     def _observe(self, now: float, head: int, positions: list[int]) -> None:
         self.samples += 1

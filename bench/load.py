@@ -247,8 +247,7 @@ def projection_process(
     env: dict[str, str], settings: Path, directory: Path, runners: str
 ) -> Iterator[subprocess.Popen[bytes]]:
     """`broker-ledger projections run --processes <runners>` in its own process group, stopped at the end."""
-    command = [str(VENV_BIN / "broker-ledger"), "projections", "run"]
-    command += [] if runners == "1" else ["--processes", runners]
+    command = [str(VENV_BIN / "broker-ledger"), "projections", "run", "--processes", runners]
     with (directory / "projections.log").open("wb") as output:
         process = subprocess.Popen(
             command,
@@ -289,7 +288,7 @@ def load_run(
     script_args += [CUSTOMER_ADDRESS, "no-keys" if args.without_keys else "keys"]
     wrk = run_wrk(f"{server.base_url}/brokerbuy", token, args.seconds, connections, script_args)
     counters = commit_counters(server.base_url) - counters
-    samples = waits.stop()
+    waits.stop()
     note("waiting for the projections to process every event of the run")
     caught_up = sampler.wait_caught_up(timeout=CATCH_UP_TIMEOUT)
     sampler.stop()
@@ -302,7 +301,7 @@ def load_run(
         lags_ms=sampler.lags_ms(),
         caught_up=caught_up,
         cpu_seconds=cpu_seconds,
-        serial=SerialPoint(counters, stored_buys, wrk.seconds, samples),
+        serial=SerialPoint(counters, stored_buys, wrk.seconds, waits.found),
     )
 
 

@@ -13,12 +13,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 import msgspec
@@ -377,3 +378,34 @@ def run_wrk(url: str, token: str, seconds: int, connections: int, script_args: l
         latency_ms={p: int(values[f"{p}_us"]) / 1000 for p in ("p50", "p90", "p99", "p99.9", "max")},
         first_refusal=refusal.group(1) if refusal else "",
     )
+
+
+class Poller:
+    """Calls `sample(connection)` every `interval` seconds (less the sample's own time), on one autocommit
+    connection, in a thread of its own, from `start()` to `stop()`: the benchmark's samplers."""
+
+    name = "poller"
+
+    def __init__(self, url: str, interval: float) -> None:
+        self.url = url
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def sample(self, conn: psycopg.Connection[Any]) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True, application_name=f"bench {self.name}") as conn:
+            while not self._stop.is_set():
+                begun = time.monotonic()
+                self.sample(conn)
+                self._stop.wait(max(self.interval - (time.monotonic() - begun), 0.0))

@@ -22,14 +22,15 @@ client among hundreds of connections, and the floor runs without it.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import psycopg
 from prometheus_client.parser import text_string_to_metric_families
+
+from bench.load_support import Poller
 
 INTERVAL = 0.01  # seconds between samples
 HELD = "broker_ledger_events_lock_held_seconds"
@@ -121,35 +122,22 @@ class WaitSamples:
         return sum(self.waits[side].values()) / max(self.samples, 1)
 
 
-class WaitSampler:
+class WaitSampler(Poller):
     """Samples `pg_stat_activity` and the events table's lock every INTERVAL in a thread (see above)."""
 
+    name = "wait sampler"
+
     def __init__(self, url: str) -> None:
-        self.url = url
+        super().__init__(url, INTERVAL)
         self.found = WaitSamples()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="wait-sampler", daemon=True)
 
-    def start(self) -> WaitSampler:
-        self._thread.start()
-        return self
-
-    def stop(self) -> WaitSamples:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        return self.found
-
-    def _run(self) -> None:
-        with psycopg.connect(self.url, autocommit=True, application_name="bench wait sampler") as conn:
-            while not self._stop.is_set():
-                begun = time.monotonic()
-                rows = conn.execute(ACTIVITY, {"projections": "broker-ledger projection%"}).fetchall()
-                held = conn.execute(LOCK_HOLDER).fetchone()
-                for kind, event, projections, count in rows:
-                    self.found.waits["projections" if projections else "api"][(kind, event)] += count
-                self.found.samples += 1
-                self.found.lock_held += bool(held and held[0])
-                self._stop.wait(max(INTERVAL - (time.monotonic() - begun), 0.0))
+    def sample(self, conn: psycopg.Connection[Any]) -> None:
+        rows = conn.execute(ACTIVITY, {"projections": "broker-ledger projection%"}).fetchall()
+        held = conn.execute(LOCK_HOLDER).fetchone()
+        for kind, event, projections, count in rows:
+            self.found.waits["projections" if projections else "api"][(kind, event)] += count
+        self.found.samples += 1
+        self.found.lock_held += bool(held and held[0])
 
 
 @dataclass(frozen=True)
