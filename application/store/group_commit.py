@@ -325,26 +325,38 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
         batch = self._refuse_taken(batch, set())
         try:
             with self.datastore.get_connection() as conn, self._watch.watching(conn, COMMIT_DEADLINE) as use:
-                try:
-                    ids, kept = self._write_together(conn, batch)
-                except psycopg.errors.UniqueViolation:
-                    batch = self._refuse_taken(batch, self._stored_versions(conn, batch))
-                    try:
-                        ids, kept = self._write_together(conn, batch)
-                    except SAVE_ERRORS:
-                        self._write_one_by_one(conn, batch)
-                        return
-                except SAVE_ERRORS:
-                    self._write_one_by_one(conn, batch)
-                    return
+                written = self._write(conn, batch)
         except (OperationalError, InterfaceError) as fault:
-            self._read_back.settle(batch, _overran(use, fault), COMMIT_DEADLINE)
+            pending = [save for save in batch if not save.done.is_set()]  # less those `_write` refused
+            self._read_back.settle(pending, _overran(use, fault), COMMIT_DEADLINE)
             return
+        if written is None:  # written save by save, each settled there
+            return
+        saves, ids, kept = written
         self.batches_committed += 1
         start = 0
-        for save in batch:
+        for save in saves:
             save.succeed(ids[start : start + len(save.events)], position_kept=kept)
             start += len(save.events)
+
+    def _write(
+        self, conn: Connection[DictRow], batch: list[PendingSave]
+    ) -> tuple[list[PendingSave], list[int], bool] | None:
+        """`batch` written together: the saves written (those that write a version already stored are
+        refused, and the others written together again), their notification ids and whether the write
+        positions were kept with them; None when the batch had to be written save by save."""
+        try:
+            return batch, *self._write_together(conn, batch)
+        except psycopg.errors.UniqueViolation:
+            batch = self._refuse_taken(batch, self._stored_versions(conn, batch))
+        except SAVE_ERRORS:
+            self._write_one_by_one(conn, batch)
+            return None
+        try:
+            return batch, *self._write_together(conn, batch)
+        except SAVE_ERRORS:
+            self._write_one_by_one(conn, batch)
+            return None
 
     def _refuse_taken(self, batch: list[PendingSave], stored: set[tuple[UUID, int]]) -> list[PendingSave]:
         """Fails, before any lock is taken, each save bound to lose a race on an aggregate version: one that
