@@ -7,7 +7,7 @@ COPY application application
 COPY interface interface
 COPY projections projections
 COPY settings settings
-# the API guide: the API document's examples are read from it (interface/examples.py)
+# the API guide: the API document's examples are read from it (interface/api_document/examples.py)
 COPY docs/api.md docs/api.md
 RUN pip install --no-cache-dir -e . && useradd --system --home /app ledger && mkdir -p /var/lib/broker-ledger \
     && chown ledger /var/lib/broker-ledger

@@ -18,6 +18,7 @@ from application.context import Context
 from application.request_checks import CUSTODIAN_NAMES, Draft
 from application.settings import Direction
 from application.settlement import Settlement
+from application.store.unit_of_work import UnitOfWork
 from domain.account import Account
 from domain.errors import ValidationFailed
 from domain.money import as_a_double_carries
@@ -81,7 +82,7 @@ class AlternativeFlows:
         own content is judged first (every problem at once), then the account must exist."""
         fields = {"accountCode": account_code, "paymentMethodCode": payment_method, "amount": amount}
         draft = self.account_buy_draft({**fields, "currency": currency} if currency else fields)
-        self.context.desk.checks.refuse(draft)
+        self.context.new_desk().checks.refuse(draft)
         account = self.store.account(partner, account_code)
         return BuyRequest(
             customer_code=account.customer_code,
@@ -104,7 +105,7 @@ class AlternativeFlows:
             "cryptoAmount": crypto_amount,
         }
         draft = self.account_sell_draft(partner, fields)
-        self.context.desk.checks.refuse(draft)
+        self.context.new_desk().checks.refuse(draft)
         account = self.store.account(partner, account_code)
         return SellRequest(
             customer_code=account.customer_code,
@@ -116,27 +117,33 @@ class AlternativeFlows:
             customer_ip=ip,
         )
 
-    def execute(self, partner: str, code: str, result_code: str) -> Transaction:
+    def execute(
+        self, partner: str, code: str, result_code: str, *, unit: UnitOfWork | None = None
+    ) -> Transaction:
         """The result of the customer's fiat payment for a buy that awaits it."""
         if result_code == PAYMENT_SUCCESS:
-            return self.buys.commit(partner, code)
+            return self.buys.commit(partner, code, unit=unit)
         if result_code in PAYMENT_FAILURES:
-            return self.cancel_staged(partner, code, PAYMENT_FAILURES[result_code])
+            return self.cancel_staged(partner, code, PAYMENT_FAILURES[result_code], unit=unit)
         allowed = ", ".join([PAYMENT_SUCCESS, *PAYMENT_FAILURES])
         raise ValidationFailed(f"resultCode {result_code!r} is not one of {allowed}")
 
-    def cancel_staged(self, partner: str, code: str, reason: str) -> Transaction:
+    def cancel_staged(
+        self, partner: str, code: str, reason: str, *, unit: UnitOfWork | None = None
+    ) -> Transaction:
         def cancel(transaction: Transaction, at: datetime) -> None:
             transaction.cancel(at, reason)
 
-        return self.changes.apply(partner, code, cancel, release_limits=True)
+        return self.changes.apply(partner, code, cancel, release_limits=True, unit=unit)
 
-    def update_sell_status(self, partner: str, code: str, status_code: str) -> Transaction:
+    def update_sell_status(
+        self, partner: str, code: str, status_code: str, *, unit: UnitOfWork | None = None
+    ) -> Transaction:
         """PayoutConfirming is allowed from ToPayout; SellCompleted from ToPayout or PayoutConfirming."""
         if status_code == "PayoutConfirming":
-            return self.settlement.confirm_payout(partner, code)
+            return self.settlement.confirm_payout(partner, code, unit=unit)
         if status_code == "SellCompleted":
-            return self.settlement.pay_out(partner, code)
+            return self.settlement.pay_out(partner, code, unit=unit)
         raise ValidationFailed(f"statusCode {status_code!r} is not one of {', '.join(SELL_STATUS_UPDATES)}")
 
 

@@ -9,6 +9,8 @@ from application.context import Context, new_transaction_code
 from application.counterparties import active_customer, check_account, reads_of_a_create
 from application.limits import Limits
 from application.orders import OrderDesk
+from application.store.aggregates import AggregateReads
+from application.store.unit_of_work import UnitOfWork
 from domain.account import Account, account_code_for
 from domain.errors import AccountDoesNotFit, IdempotencyKeyReused, TransactionExpired
 from domain.limits import LimitWindow
@@ -25,64 +27,75 @@ class Buys:
         """Prices a buy after every check its create would make (the same refusals); records nothing."""
         code = new_transaction_code()
         now = self.context.clock.now()
-        with self.store.loading(*self._reads(partner, code, request, now)):
-            order, _ = self._checked(self.context.desk, partner, code, request, now)
+        with self.store.loading(*self._reads(partner, code, request, now)) as loaded:
+            order, _ = self._checked(loaded, self.context.new_desk(), partner, code, request, now)
         return order
 
-    def create(self, partner: str, request: BuyRequest, stage: bool, code: str | None = None) -> Transaction:
-        """A new buy, Staged or (without `stage`) committed at once. Given a `code` already recorded,
-        returns that transaction if it was the same request: a retry never creates a second one."""
+    def create(
+        self,
+        partner: str,
+        request: BuyRequest,
+        stage: bool,
+        code: str | None = None,
+        *,
+        unit: UnitOfWork | None = None,
+    ) -> Transaction:
+        """A new buy, Staged or (without `stage`) committed at once, saved within the request's `unit` of
+        work. Given a `code` already recorded, returns that transaction if it was the same request: a retry
+        never creates a second one."""
         code = code or new_transaction_code()
+        for attempt in self.store.attempts():
+            with attempt:
+                now = self.context.clock.now()
+                with self.store.loading(*self._reads(partner, code, request, now)) as loaded:
+                    existing = loaded.find(Transaction.create_id(partner, code))
+                    if existing is not None:
+                        return self._retried(existing, request, stage)
+                    desk = self.context.new_desk()
+                    order, windows = self._checked(loaded, desk, partner, code, request, now)
+                    valid_until = desk.valid_until(order.payment_method, now)
+                    create_buy = Transaction.stage_buy if stage else Transaction.send_buy
+                    transaction = create_buy(order, now, valid_until)
+                self.store.save(transaction, *windows, unit=unit)
+                return transaction
 
-        def create() -> Transaction:
-            now = self.context.clock.now()
-            with self.store.loading(*self._reads(partner, code, request, now)):
-                existing = self.store.find(Transaction.create_id(partner, code))
-                if existing is not None:
-                    return self._retried(existing, request, stage)
-                desk = self.context.desk
-                order, windows = self._checked(desk, partner, code, request, now)
-                valid_until = desk.valid_until(order.payment_method, now)
-                create_buy = Transaction.stage_buy if stage else Transaction.send_buy
-                transaction = create_buy(order, now, valid_until)
-            self.store.save(transaction, *windows)
-            return transaction
-
-        return self.store.retrying(create)
-
-    def commit(self, partner: str, code: str) -> Transaction:
+    def commit(self, partner: str, code: str, *, unit: UnitOfWork | None = None) -> Transaction:
         """Commits a staged buy; one past its validUntil is cancelled instead (limits given back)."""
-
-        def commit() -> Transaction:
-            transaction = self.store.transaction(partner, code)
-            now = self.context.clock.now()
-            try:
-                transaction.commit(now)
-            except TransactionExpired:
-                transaction.expire(now)
-                self.store.save(transaction, *self.limits.release(transaction))
-                raise
-            self.store.save(transaction)
-            return transaction
-
-        return self.store.retrying(commit)
+        for attempt in self.store.attempts():
+            with attempt:
+                transaction = self.store.transaction(partner, code)
+                now = self.context.clock.now()
+                try:
+                    transaction.commit(now)
+                except TransactionExpired:
+                    transaction.expire(now)
+                    self.store.save(transaction, *self.limits.release(transaction), unit=unit)
+                    raise
+                self.store.save(transaction, unit=unit)
+                return transaction
 
     def _checked(
-        self, desk: OrderDesk, partner: str, code: str, request: BuyRequest, at: datetime
+        self,
+        loaded: AggregateReads,
+        desk: OrderDesk,
+        partner: str,
+        code: str,
+        request: BuyRequest,
+        at: datetime,
     ) -> tuple[Order, list[LimitWindow]]:
-        """Every check of a new buy, in the order create makes them: the request's own content (every
-        problem at once), an ACTIVE customer, the account, the price, and the trust-level limits. The priced
-        order and the limit windows holding its reservation (unsaved): create saves them, simulate drops
-        them."""
+        """Every check of a new buy, in the order create makes them, on what the use case `loaded`: the
+        request's own content (every problem at once), an ACTIVE customer, the account, the price, and the
+        trust-level limits. The priced order and the limit windows holding its reservation (unsaved): create
+        saves them, simulate drops them."""
         desk.check_buy(request)
-        customer = active_customer(self.store, partner, request.customer_code)
-        account = self._account(partner, request)
+        customer = active_customer(loaded, partner, request.customer_code)
+        account = self._account(loaded, partner, request)
         order = desk.buy_order(partner, code, request, account)
-        return order, self.limits.reserve(customer, "buy", order, at)
+        return order, self.limits.reserve(loaded, customer, "buy", order, at)
 
     def _retried(self, existing: Transaction, request: BuyRequest, stage: bool) -> Transaction:
         """The buy a retry recorded before, if it is the same request: staged, or committed at once, too."""
-        self.context.desk.check_same_request(existing.order, request)
+        self.context.new_desk().check_same_request(existing.order, request)
         if existing.committed_at_creation == stage:
             raise IdempotencyKeyReused(
                 f"transaction {existing.code} was created under this Idempotency-Key "
@@ -93,19 +106,19 @@ class Buys:
     def _reads(self, partner: str, code: str, request: BuyRequest, at: datetime) -> list:
         return reads_of_a_create(partner, code, request, account_code(partner, request), "buy", at)
 
-    def _account(self, partner: str, request: BuyRequest) -> str:
+    def _account(self, loaded: AggregateReads, partner: str, request: BuyRequest) -> str:
         """The account of a buy: the one named, or the customer's account for the destination (the
         request's crypto-currency and destination address passed the content checks already)."""
         code = account_code(partner, request)
-        account = self.store.find(Account.create_id(partner, code))
+        account = loaded.find(Account.create_id(partner, code))
         if account is None and request.account_code is None:
-            self.store.customer(partner, request.customer_code)
+            loaded.customer(partner, request.customer_code)
             raise AccountDoesNotFit(
                 "accountCode is required: no account of this customer has destinationAddress "
                 f"{request.destination_address} as its address; open one with "
                 f"POST /customer/{request.customer_code}/accounts or give accountCode"
             )
-        check_account(self.store, partner, account or self.store.account(partner, code), request)
+        check_account(loaded, partner, account or loaded.account(partner, code), request)
         return code
 
 

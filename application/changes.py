@@ -1,5 +1,5 @@
 """One change of a recorded transaction: load it, apply one command at the clock's time, save it (with its
-limit reservation given back when the change cancels it), rerun on a version conflict."""
+limit reservation given back when the change cancels it), attempted again on a version conflict."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import datetime
 
 from application.context import Context
 from application.limits import Limits
+from application.store.unit_of_work import UnitOfWork
 from domain.transaction import Status, Transaction
 
 
@@ -23,17 +24,18 @@ class TransactionChanges:
         code: str,
         command: Callable[[Transaction, datetime], None],
         release_limits: bool = False,
+        *,
+        unit: UnitOfWork | None = None,
     ) -> Transaction:
-        """Applies `command`; the limit windows are given back with `release_limits`, or when the command
-        cancels the transaction (as a late payment cancels an expired sell)."""
-
-        def change() -> Transaction:
-            transaction = self.store.transaction(partner, code)
-            was_cancelled = transaction.status == Status.CANCELLED
-            command(transaction, self.context.clock.now())
-            cancelled_now = transaction.status == Status.CANCELLED and not was_cancelled
-            windows = self.limits.release(transaction) if release_limits or cancelled_now else []
-            self.store.save(transaction, *windows)
-            return transaction
-
-        return self.store.retrying(change)
+        """Applies `command` and saves within the request's `unit` of work (None without a request, as for
+        the sweeper); the limit windows are given back with `release_limits`, or when the command cancels
+        the transaction (as a late payment cancels an expired sell)."""
+        for attempt in self.store.attempts():
+            with attempt:
+                transaction = self.store.transaction(partner, code)
+                was_cancelled = transaction.status == Status.CANCELLED
+                command(transaction, self.context.clock.now())
+                cancelled_now = transaction.status == Status.CANCELLED and not was_cancelled
+                windows = self.limits.release(transaction) if release_limits or cancelled_now else []
+                self.store.save(transaction, *windows, unit=unit)
+                return transaction

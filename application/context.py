@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 
 from application.orders import OrderDesk
 from application.ports import AddressBook, CallbackUrlCheck, Clock, PriceSource
@@ -20,10 +22,14 @@ class Context:
     clock: Clock
     callback_urls: CallbackUrlCheck | None = None  # None: requested callback URLs get the static rules only
 
-    @property
-    def desk(self) -> OrderDesk:
-        """The order desk: a request's own checks and its priced order (reads and writes nothing)."""
-        return OrderDesk(self.settings, self.prices, self.callback_urls, addresses=self.addresses)
+    # A new order desk, one per request: its own checks and its priced order (it reads and writes nothing,
+    # and remembers the callback URLs it has checked, so it is never shared between requests). A partial of
+    # the desk's class rather than a method, so that making one is a call into `application.orders` alone.
+    new_desk: Callable[[], OrderDesk] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        desk = partial(OrderDesk, self.settings, self.prices, self.callback_urls, addresses=self.addresses)
+        object.__setattr__(self, "new_desk", desk)
 
 
 def new_transaction_code() -> str:

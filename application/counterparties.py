@@ -8,15 +8,16 @@ from uuid import UUID
 
 from application.commands import BuyRequest, SellRequest
 from application.limits import window_reads
-from application.store.aggregates import LatestOf, LedgerStore
+from application.store.aggregates import AggregateReads, LatestOf
 from domain.account import Account
 from domain.customer import Customer
 from domain.errors import AccountDoesNotFit, AccountNotOfCustomer, CustomerNotActive
 from domain.transaction import Transaction
 
 
-def active_customer(store: LedgerStore, partner: str, code: str) -> Customer:
-    customer = store.customer(partner, code)
+def active_customer(reads: AggregateReads, partner: str, code: str) -> Customer:
+    """The customer, as `reads` has it (a use case's read-ahead), refused unless ACTIVE."""
+    customer = reads.customer(partner, code)
     if not customer.is_active:
         raise CustomerNotActive(
             f"customer {code} is {customer.status}; activate it with PUT /customer/{code} first"
@@ -25,10 +26,11 @@ def active_customer(store: LedgerStore, partner: str, code: str) -> Customer:
 
 
 def check_account(
-    store: LedgerStore, partner: str, account: Account, request: BuyRequest | SellRequest
+    reads: AggregateReads, partner: str, account: Account, request: BuyRequest | SellRequest
 ) -> None:
-    """The account belongs to the request's customer and holds the request's crypto-currency."""
-    store.customer(partner, request.customer_code)
+    """The account belongs to the request's customer (as `reads` has it) and holds the request's
+    crypto-currency."""
+    reads.customer(partner, request.customer_code)
     if account.customer_code != request.customer_code:
         raise AccountNotOfCustomer(
             f"account {account.code} belongs to another customer than {request.customer_code}"

@@ -1,11 +1,13 @@
 """Credentials: secrets kept outside the settings file, in the var directory.
 
 What they are made for comes from the settings (`CredentialSettings`: the API's clients and the partners'
-configured callback secrets, `interface.settings.ServiceSettings`). On first start every configured client
+configured callback secrets, `interface.http.settings.ServiceSettings`). On first start every configured
+client
 without a `secret_hash` gets a random 256-bit secret. Only
 its HMAC-SHA-256 under the service's own key (`secret_hash_key`) is kept (`credentials.json`); the
 plaintext goes once to `client-secrets.txt` so a developer can use the OAuth2 flow. The same JSON
-holds the token signing key (unless `BROKER_LEDGER_TOKEN_KEY` is set) and a Standard Webhooks secret
+holds the token signing key (unless the environment gives one, `BROKER_LEDGER_TOKEN_KEY`, handed in as
+`token_key`) and a Standard Webhooks secret
 per partner (unless the partner's `callback_secret` is set). Later starts reuse what is stored and
 only add what is missing. Several worker processes may start at once: they take a file lock, the
 first one writes, the others read.
@@ -56,8 +58,9 @@ from application.secret_hashes import SecretHasher, is_hmac_hash
 
 log = logging.getLogger("broker_ledger.credentials")
 
-VAR_ENV = "BROKER_LEDGER_VAR"
-TOKEN_KEY_ENV = "BROKER_LEDGER_TOKEN_KEY"
+# The environment's variables for the credentials, read at start by `interface.environment`:
+VAR_ENV = "BROKER_LEDGER_VAR"  # the var directory; DEFAULT_VAR when unset
+TOKEN_KEY_ENV = "BROKER_LEDGER_TOKEN_KEY"  # the token signing key (base64), used rather than a stored one
 DEFAULT_VAR = Path("var")
 
 CREDENTIALS_FILE = "credentials.json"
@@ -96,11 +99,6 @@ class ClientRecord:
     partner: str
     roles: frozenset[str]
     secret_hash: str
-
-
-def var_dir() -> Path:
-    """The directory for generated secrets: `$BROKER_LEDGER_VAR`, or `./var`."""
-    return Path(os.environ.get(VAR_ENV) or DEFAULT_VAR)
 
 
 class Credentials:
@@ -186,14 +184,13 @@ class TokenKey:
     source: str  # where it was read: the environment variable's name, or the credentials file's path
 
 
-def stored_token_key(var_dir: Path) -> TokenKey:
+def stored_token_key(var_dir: Path, token_key: str | None = None) -> TokenKey:
     """The key the server signs tokens with, read without creating or changing anything (for
-    `broker-ledger token`): `BROKER_LEDGER_TOKEN_KEY` when set, else the one in `var_dir/credentials.json`.
-    `CredentialsError` when there is none: a key made here would be one no server has, so its tokens would
-    never verify."""
-    from_env = os.environ.get(TOKEN_KEY_ENV)
-    if from_env:
-        return TokenKey(_decode_key(from_env, TOKEN_KEY_ENV, "the token signing key"), TOKEN_KEY_ENV)
+    `broker-ledger token`): `token_key` (the environment's `BROKER_LEDGER_TOKEN_KEY`) when given, else the one
+    in `var_dir/credentials.json`. `CredentialsError` when there is none: a key made here would be one no
+    server has, so its tokens would never verify."""
+    if token_key:
+        return TokenKey(_decode_key(token_key, TOKEN_KEY_ENV, "the token signing key"), TOKEN_KEY_ENV)
     path = (var_dir / CREDENTIALS_FILE).absolute()
     if not path.is_file():
         raise CredentialsError(
@@ -208,18 +205,23 @@ def stored_token_key(var_dir: Path) -> TokenKey:
 
 
 def load_or_create_credentials(
-    settings: CredentialSettings, var_dir: Path, *, argon2: PasswordHasher | None = None
+    settings: CredentialSettings,
+    var_dir: Path,
+    *,
+    token_key: str | None = None,
+    argon2: PasswordHasher | None = None,
 ) -> Credentials:
     """Load the stored credentials, generating and storing whatever is missing for `settings`.
 
-    `argon2` checks the argon2 hashes still accepted (tests give cheaper parameters); production uses
-    the library's defaults.
+    `token_key` is the environment's signing key (`BROKER_LEDGER_TOKEN_KEY`): when given, tokens are signed
+    with it and none is generated or stored. `argon2` checks the argon2 hashes still accepted (tests give
+    cheaper parameters); production uses the library's defaults.
     """
     clients, configured_secrets = settings.clients(), settings.callback_secrets()
     var_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     with _locked(var_dir / LOCK_FILE):
         stored = _read_store(var_dir / CREDENTIALS_FILE)
-        changed = _complete_keys(stored)
+        changed = _complete_keys(stored, token_key)
         hasher = SecretHasher(_secret_hash_key(stored), argon2 or PasswordHasher())
         migrated = _migrate_known_secrets(stored, var_dir / SECRETS_FILE, hasher)
         new_secrets, completed = _complete(stored, clients, configured_secrets, hasher)
@@ -232,7 +234,7 @@ def load_or_create_credentials(
             _write_atomically(var_dir / CREDENTIALS_FILE, stored)
     return Credentials(
         clients=_records(clients, stored),
-        signing_key=_signing_key(stored),
+        signing_key=_signing_key(stored, token_key),
         callback_secrets={
             code: secret or stored["callback_secrets"][code] for code, secret in configured_secrets.items()
         },
@@ -245,13 +247,14 @@ def load_or_create_credentials(
     )
 
 
-def _complete_keys(stored: dict[str, Any]) -> bool:
-    """Add the keys missing from `stored`, in place; whether it changed."""
+def _complete_keys(stored: dict[str, Any], token_key: str | None) -> bool:
+    """Add the keys missing from `stored`, in place (no signing key when `token_key` is given); whether it
+    changed."""
     changed = False
     if not stored.get(SECRET_HASH_KEY):
         stored[SECRET_HASH_KEY] = base64.b64encode(secrets.token_bytes(MIN_KEY_BYTES)).decode()
         changed = True
-    if not os.environ.get(TOKEN_KEY_ENV) and not stored.get("signing_key"):
+    if not token_key and not stored.get("signing_key"):
         stored["signing_key"] = base64.b64encode(secrets.token_bytes(MIN_KEY_BYTES)).decode()
         changed = True
     return changed
@@ -322,10 +325,9 @@ def _records(clients: Mapping[str, ConfiguredClient], stored: dict[str, Any]) ->
     }
 
 
-def _signing_key(stored: dict[str, Any]) -> bytes:
-    from_env = os.environ.get(TOKEN_KEY_ENV)
-    source = TOKEN_KEY_ENV if from_env else CREDENTIALS_FILE
-    return _decode_key(from_env or stored["signing_key"], source, "the token signing key")
+def _signing_key(stored: dict[str, Any], token_key: str | None) -> bytes:
+    source = TOKEN_KEY_ENV if token_key else CREDENTIALS_FILE
+    return _decode_key(token_key or stored["signing_key"], source, "the token signing key")
 
 
 def _secret_hash_key(stored: dict[str, Any]) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from application.context import Context
 from application.request_checks import problems_of, refuse_all
+from application.store.unit_of_work import UnitOfWork
 from domain.account import Account, account_code_for
 from domain.customer import Customer, CustomerStatus
 from domain.errors import (
@@ -31,7 +32,10 @@ class Customers:
         status: str | None = None,
         currency: str | None = None,
         portfolio: str | None = None,
+        *,
+        unit: UnitOfWork | None = None,
     ) -> Customer:
+        """A new customer of the partner, saved within the request's `unit` of work; its code must be new."""
         refuse_all(self.registration_problems(trust_level, status, currency))
         status = status or CustomerStatus.NEW
         if self.store.find(Customer.create_id(partner, code)) is not None:
@@ -46,53 +50,62 @@ class Customers:
             at=self.context.clock.now(),
         )
         try:
-            self.store.save(customer)
+            self.store.save(customer, unit=unit)
         except self.store.conflicts:
             raise CustomerAlreadyExists(f"a customer with customerCode {code!r} already exists") from None
         return customer
 
-    def activate_customer(self, partner: str, code: str, status: str) -> Customer:
+    def activate_customer(
+        self, partner: str, code: str, status: str, *, unit: UnitOfWork | None = None
+    ) -> Customer:
         if status != CustomerStatus.ACTIVE:
             raise ValidationFailed(f"status must be ACTIVE to activate a customer, got {status!r}")
-
-        def activate() -> Customer:
-            customer = self.store.customer(partner, code)
-            customer.activate(self.context.clock.now())
-            self.store.save(customer)
-            return customer
-
-        return self.store.retrying(activate)
+        for attempt in self.store.attempts():
+            with attempt:
+                customer = self.store.customer(partner, code)
+                customer.activate(self.context.clock.now())
+                self.store.save(customer, unit=unit)
+                return customer
 
     def open_account(
-        self, partner: str, customer_code: str, customer_address: str, crypto: str | None = None
+        self,
+        partner: str,
+        customer_code: str,
+        customer_address: str,
+        crypto: str | None = None,
+        *,
+        unit: UnitOfWork | None = None,
     ) -> tuple[Account, bool]:
         """The account for this address; `True` when it was opened now, `False` when it existed."""
         crypto = self._crypto_of(customer_address, crypto)
         code = account_code_for(partner, customer_code, crypto, customer_address)
+        for attempt in self.store.attempts():
+            with attempt:
+                customer = self.store.customer(partner, customer_code)
+                existing = self.store.find(Account.create_id(partner, code))
+                if existing is not None:
+                    return existing, False
+                pool = self.store.address_pool(crypto)
+                deposit = self.context.addresses.derive(crypto, pool.allocate(f"account:{partner}:{code}"))
+                now = self.context.clock.now()
+                account = Account(
+                    partner=partner,
+                    code=code,
+                    customer_code=customer_code,
+                    crypto=crypto,
+                    customer_address=customer_address,
+                    deposit_address=deposit.address,
+                    deposit_path=deposit.path,
+                    at=now,
+                )
+                customer.link_account(code, now)
+                self.store.save(account, customer, pool, unit=unit)
+                return account, True
 
-        def open_() -> tuple[Account, bool]:
-            customer = self.store.customer(partner, customer_code)
-            existing = self.store.find(Account.create_id(partner, code))
-            if existing is not None:
-                return existing, False
-            pool = self.store.address_pool(crypto)
-            deposit = self.context.addresses.derive(crypto, pool.allocate(f"account:{partner}:{code}"))
-            now = self.context.clock.now()
-            account = Account(
-                partner=partner,
-                code=code,
-                customer_code=customer_code,
-                crypto=crypto,
-                customer_address=customer_address,
-                deposit_address=deposit.address,
-                deposit_path=deposit.path,
-                at=now,
-            )
-            customer.link_account(code, now)
-            self.store.save(account, customer, pool)
-            return account, True
-
-        return self.store.retrying(open_)
+    def customer(self, partner: str, code: str) -> Customer:
+        """The partner's customer `code` (`CustomerNotFound` for an unknown code, and for another
+        partner's)."""
+        return self.store.customer(partner, code)
 
     def accounts_of(self, customer: Customer) -> list[Account]:
         return [self.store.account(customer.partner, code) for code in customer.account_codes]

@@ -1,4 +1,5 @@
-"""Use cases of reading a transaction's past from the event store: every event, and its state at a time."""
+"""Use cases of reading a transaction from the event store: as it stands, every event of its past, and its
+state at a time."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def happened_at(event: DomainEvent) -> datetime:
 class History:
     def __init__(self, store: LedgerStore) -> None:
         self.store = store
+
+    def transaction(self, partner: str, code: str) -> Transaction:
+        """The partner's transaction `code` as it stands (`TransactionNotFound` for an unknown code, and for
+        another partner's)."""
+        return self.store.transaction(partner, code)
 
     def history(self, partner: str, code: str, at: datetime | None = None) -> list[DomainEvent]:
         """The events of the partner's transaction `code`, oldest first: all, or those up to `at`."""

@@ -2,8 +2,9 @@
 windows, giving it back when the order is cancelled, and what is used and left.
 
 A window is loaded from its latest event, which carries its total (`LimitWindow.as_left_by`): one event
-read, as `window_reads` name them to `LedgerStore.loading`, whatever the window's history. A window whose
-latest event was recorded before events carried the total is rebuilt from its history instead."""
+read, as `window_reads` name them to `LedgerStore.loading`, whatever the window's history (the use case hands
+its read-ahead to `reserve`). A window whose latest event was recorded before events carried the total is
+rebuilt from its history instead."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from decimal import Decimal
 
 from application.commands import LimitUsage
 from application.context import Context
-from application.store.aggregates import LatestOf
+from application.store.aggregates import AggregateReads, LatestOf
 from domain.customer import Customer
 from domain.limits import PERIODS, LimitWindow, period_key
 from domain.transaction import Order, Transaction, TransactionType
@@ -30,13 +31,16 @@ class Limits:
         self.context = context
         self.store = context.store
 
-    def reserve(self, customer: Customer, direction: str, order: Order, at: datetime) -> list[LimitWindow]:
-        """The customer's windows holding the order's amount (unsaved); `TrustLevelLimitExceeded` if over."""
+    def reserve(
+        self, loaded: AggregateReads, customer: Customer, direction: str, order: Order, at: datetime
+    ) -> list[LimitWindow]:
+        """The customer's windows holding the order's amount (unsaved), as the use case `loaded` them;
+        `TrustLevelLimitExceeded` if over."""
         settings = self.context.settings
         level = settings.trust_levels[customer.trust_level]
         windows = []
         for period in PERIODS:
-            window = self.window(customer.partner, customer.code, direction, period, at)
+            window = self.window(loaded, customer.partner, customer.code, direction, period, at)
             window.reserve(
                 order.code, order.limit_amount, level.limit(direction, period), settings.base_currency
             )
@@ -49,30 +53,42 @@ class Limits:
         windows = []
         for period in PERIODS:
             window = self.window(
-                order.partner, order.customer_code, direction_of(order), period, transaction.created
+                self.store,
+                order.partner,
+                order.customer_code,
+                direction_of(order),
+                period,
+                transaction.created,
             )
             window.release(order.code, order.limit_amount)
             windows.append(window)
         return windows
 
     def window(
-        self, partner: str, customer_code: str, direction: str, period: str, at: datetime
+        self,
+        reads: AggregateReads,
+        partner: str,
+        customer_code: str,
+        direction: str,
+        period: str,
+        at: datetime,
     ) -> LimitWindow:
+        """The window of `at` as `reads` has it, a new one if it has no events."""
         key = period_key(period, at)
-        found = self.found(partner, customer_code, direction, period, key)
+        found = self.found(reads, partner, customer_code, direction, period, key)
         return found if found is not None else LimitWindow(partner, customer_code, direction, period, key)
 
     def found(
-        self, partner: str, customer_code: str, direction: str, period: str, key: str
+        self, reads: AggregateReads, partner: str, customer_code: str, direction: str, period: str, key: str
     ) -> LimitWindow | None:
-        """The window as its latest event left it (as `loading` read it ahead, or read now), None if it has
-        no events; rebuilt from its history when that event does not carry the total."""
+        """The window as its latest event left it (as a read-ahead has it, or read now), None if it has no
+        events; rebuilt from its history when that event does not carry the total."""
         window_id = LimitWindow.create_id(partner, customer_code, direction, key)
-        latest = self.store.latest_event(window_id)
+        latest = reads.latest_event(window_id)
         if latest is None:
             return None
         window = LimitWindow.as_left_by(latest, partner, customer_code, direction, period, key)
-        return window if window is not None else self.store.find(window_id)
+        return window if window is not None else reads.find(window_id)
 
     def usage(self, partner: str, customer_code: str) -> list[LimitUsage]:
         """Each window of the customer now: its limit, what is used and what is left."""
@@ -81,13 +97,13 @@ class Limits:
         reads = [
             read for direction in DIRECTIONS for read in window_reads(partner, customer_code, direction, now)
         ]
-        with self.store.loading(Customer.create_id(partner, customer_code), *reads):
-            customer = self.store.customer(partner, customer_code)
+        with self.store.loading(Customer.create_id(partner, customer_code), *reads) as loaded:
+            customer = loaded.customer(partner, customer_code)
             level = settings.trust_levels[customer.trust_level]
             usages = []
             for direction, period in itertools.product(DIRECTIONS, PERIODS):
                 key = period_key(period, now)
-                window = self.found(partner, customer_code, direction, period, key)
+                window = self.found(loaded, partner, customer_code, direction, period, key)
                 limit = level.limit(direction, period)
                 used = window.used if window else Decimal(0)
                 usages.append(

@@ -1,6 +1,6 @@
 """The order desk: turns a buy or sell request into a priced `Order`. It first judges the request's own
 content (`application.request_checks`: every problem at once), reads no aggregate and writes nothing, so
-simulate and create share it."""
+simulate and create share it. It also gives the price list of a fiat currency (`GET /prices/{currency}`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from application.ports import AddressBook, CallbackUrlCheck, PriceSource
 from application.request_checks import Draft, RequestChecks
 from application.settings import Settings
 from domain.callback_urls import CallbackUrlRules
-from domain.errors import CallbackUrlRefused, CryptoUnknown, IdempotencyKeyReused
+from domain.errors import CallbackUrlRefused, CryptoUnknown, CurrencyNotFound, IdempotencyKeyReused
 from domain.money import multiply
 from domain.pricing import (
+    Price,
     Terms,
     quote_buy,
     quote_sell_for_payout,
@@ -35,6 +36,13 @@ class OrderDesk:
         self.prices = prices
         self.callback_urls = callback_urls or CallbackUrlRules(settings.callback_http_hosts)
         self.checks = RequestChecks(settings, self.callback_urls, addresses)
+
+    def price_list(self, currency: str) -> dict[str, Price]:
+        """Buy and sell prices of every crypto-currency in one fiat currency."""
+        if currency not in self.settings.currencies:
+            known = ", ".join(sorted(self.settings.currencies))
+            raise CurrencyNotFound(f"no prices in {currency!r}; supported currencies: {known}")
+        return {crypto: self.prices.price(crypto, currency) for crypto in self.settings.cryptos}
 
     def check_buy(self, request: BuyRequest) -> None:
         """Refuses a buy for every problem of its own content at once (before any check of what is

@@ -21,6 +21,7 @@ from uuid import UUID
 from application.commands import AdjustmentRequest
 from application.context import Context
 from application.request_checks import problems_of, refuse_all
+from application.store.unit_of_work import UnitOfWork
 from domain.errors import AssetUnknown, DomainError, ReserveAdjustmentShapeInvalid
 from domain.money import Asset
 from domain.pricing import check_amount
@@ -67,27 +68,30 @@ class Reserves:
         self.settings = context.settings
 
     def record_adjustment(
-        self, partner: str, request: AdjustmentRequest, code: str | None = None
+        self,
+        partner: str,
+        request: AdjustmentRequest,
+        code: str | None = None,
+        *,
+        unit: UnitOfWork | None = None,
     ) -> ReserveAdjustment:
-        """Records an adjustment of the partner's reserves under the partner's `code` (new when not given).
-        The same code with the same request returns the adjustment recorded first; with another request it
-        is refused."""
+        """Records an adjustment of the partner's reserves under the partner's `code` (new when not given),
+        within the request's `unit` of work. The same code with the same request returns the adjustment
+        recorded first; with another request it is refused."""
         code = code or self.new_adjustment_code()
         refuse_all(self.adjustment_problems(request))
         movement = self.movement(request)
-
-        def record() -> ReserveAdjustment:
-            existing = self.adjustment(partner, code)
-            if existing is not None:
-                existing.check_same(movement, request.note)
-                return existing
-            now = self.context.clock.now()
-            adjustment = ReserveAdjustment.record(partner, code, movement, request.note, now)
-            book = self._drawn_book(partner, movement)
-            self.store.save(adjustment, *self._new_places(partner, movement, now), *book)
-            return adjustment
-
-        return self.store.retrying(record)
+        for attempt in self.store.attempts():
+            with attempt:
+                existing = self.adjustment(partner, code)
+                if existing is not None:
+                    existing.check_same(movement, request.note)
+                    return existing
+                now = self.context.clock.now()
+                adjustment = ReserveAdjustment.record(partner, code, movement, request.note, now)
+                book = self._drawn_book(partner, movement)
+                self.store.save(adjustment, *self._new_places(partner, movement, now), *book, unit=unit)
+                return adjustment
 
     def adjustment(self, partner: str, code: str) -> ReserveAdjustment | None:
         return self.store.find(ReserveAdjustment.create_id(partner, code))
@@ -182,8 +186,8 @@ class Reserves:
 
     def _orders(self, ids: set[UUID]) -> dict[UUID, Order]:
         """The orders of these transactions, read in one query."""
-        with self.store.loading(*ids):
-            found: dict[UUID, Any] = {i: self.store.find(i) for i in ids}
+        with self.store.loading(*ids) as loaded:
+            found: dict[UUID, Any] = {i: loaded.find(i) for i in ids}
         return {i: transaction.order for i, transaction in found.items() if transaction is not None}
 
     @staticmethod

@@ -2,8 +2,9 @@
 checked for consistency.
 
 The file also holds the API's sections (`[tokens]`, `[rate_limits]` and each partner's `clients`), which
-`interface/settings.py` declares and checks; the structs here leave them alone, and the service loads the
-file through `interface.settings.load_service_settings`, which also refuses keys that neither part declares.
+`interface/http/settings.py` declares and checks; the structs here leave them alone, and the service loads the
+file through `interface.http.settings.load_service_settings`, which also refuses keys that neither part
+declares.
 
 Money values are written as strings or numbers in TOML and read as `Decimal`. `load_settings` raises
 `SettingsError` with one line per problem, each naming the key, so an operator can fix the file.
@@ -11,7 +12,6 @@ Money values are written as strings or numbers in TOML and read as `Decimal`. `l
 
 from __future__ import annotations
 
-import os
 from decimal import Decimal
 from enum import StrEnum
 from importlib import resources
@@ -37,7 +37,7 @@ def _default_settings() -> Path:
 
 
 DEFAULT_SETTINGS = _default_settings()
-SETTINGS_ENV = "BROKER_LEDGER_SETTINGS"
+SETTINGS_ENV = "BROKER_LEDGER_SETTINGS"  # the settings file (interface.environment reads it)
 
 
 class SettingsError(Exception):
@@ -133,7 +133,7 @@ class PriceSourceSettings(Base, kw_only=True):
 
 
 class Settings(Base, kw_only=True, forbid_unknown_fields=False):
-    """The ledger's sections of the settings file; the API's (interface/settings.py) are left to it."""
+    """The ledger's sections of the settings file; the API's (interface/http/settings.py) are left to it."""
 
     base_currency: str
     currencies: dict[str, Currency]
@@ -151,14 +151,11 @@ class Settings(Base, kw_only=True, forbid_unknown_fields=False):
         return self.cryptos[code].asset(code)
 
 
-def settings_path() -> Path:
-    return Path(os.environ.get(SETTINGS_ENV) or DEFAULT_SETTINGS)
-
-
 def read_settings(path: Path | None = None) -> tuple[bytes, str]:
-    """The settings file's bytes and its name for messages: `path`, else $BROKER_LEDGER_SETTINGS, else the
-    demo settings."""
-    path = path or settings_path()
+    """The settings file's bytes and its name for messages: `path`, else the demo settings. The service's
+    path ($BROKER_LEDGER_SETTINGS) is read from the environment at start (`interface.environment`) and
+    handed here."""
+    path = path or DEFAULT_SETTINGS
     try:
         return path.read_bytes(), str(path)
     except OSError as error:

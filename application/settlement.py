@@ -9,6 +9,7 @@ from application.changes import TransactionChanges
 from application.commands import DepositReport, SendoutReport
 from application.context import Context
 from application.request_checks import problems_of, refuse_all
+from application.store.unit_of_work import UnitOfWork
 from domain.deposits import DepositAddress
 from domain.errors import DepositAddressUnknown, DomainError
 from domain.money import DIGITS_AFTER_POINT, Asset
@@ -31,11 +32,13 @@ class Settlement:
             self.context.settings.crypto_asset(crypto) if crypto in cryptos else Asset("", DIGITS_AFTER_POINT)
         )
         return problems_of(
-            lambda: crypto is None or self.context.desk.crypto(crypto),
+            lambda: crypto is None or self.context.new_desk().crypto(crypto),
             lambda: amount is None or check_amount(asset, amount, "cryptoAmount"),
         )
 
-    def report_deposit(self, partner: str, report: DepositReport) -> Transaction:
+    def report_deposit(
+        self, partner: str, report: DepositReport, *, unit: UnitOfWork | None = None
+    ) -> Transaction:
         """The customer's payment to a sell's deposit address, with its confirmations so far. One first seen
         after the sell's validUntil cancels it (limits given back) and is recorded as a late payment."""
         settings = self.context.settings
@@ -52,9 +55,12 @@ class Settlement:
             partner,
             index.transaction_code,
             lambda tx, at: tx.report_deposit(payment, required, payouts, at),
+            unit=unit,
         )
 
-    def report_sendout(self, partner: str, report: SendoutReport) -> Transaction:
+    def report_sendout(
+        self, partner: str, report: SendoutReport, *, unit: UnitOfWork | None = None
+    ) -> Transaction:
         """Our sendout of a buy's crypto, with its confirmations so far."""
         payment = ChainPayment(report.tx_id, report.confirmations)
 
@@ -62,22 +68,34 @@ class Settlement:
             required = self.context.settings.cryptos[transaction.order.crypto].required_confirmations
             transaction.report_sendout(payment, required, at)
 
-        return self.changes.apply(partner, report.transaction_code, record)
+        return self.changes.apply(partner, report.transaction_code, record, unit=unit)
 
     def confirm_payout(
-        self, partner: str, code: str, reference: str | None = None, bank_account: str | None = None
+        self,
+        partner: str,
+        code: str,
+        reference: str | None = None,
+        bank_account: str | None = None,
+        *,
+        unit: UnitOfWork | None = None,
     ) -> Transaction:
         payouts = self.context.settings.partners[partner].has_payouts
         return self.changes.apply(
-            partner, code, lambda tx, at: tx.confirm_payout(payouts, at, reference, bank_account)
+            partner, code, lambda tx, at: tx.confirm_payout(payouts, at, reference, bank_account), unit=unit
         )
 
     def pay_out(
-        self, partner: str, code: str, reference: str | None = None, bank_account: str | None = None
+        self,
+        partner: str,
+        code: str,
+        reference: str | None = None,
+        bank_account: str | None = None,
+        *,
+        unit: UnitOfWork | None = None,
     ) -> Transaction:
         payouts = self.context.settings.partners[partner].has_payouts
         return self.changes.apply(
-            partner, code, lambda tx, at: tx.pay_out(payouts, at, reference, bank_account)
+            partner, code, lambda tx, at: tx.pay_out(payouts, at, reference, bank_account), unit=unit
         )
 
     def expire(self, partner: str, code: str) -> Transaction:

@@ -4,7 +4,8 @@
 since its last look and keeps the deadlines of the open ones, so a sweep costs what was recorded since the
 last one. Any event after a transaction's opening moves it out of Staged or Initiated for good, so it drops
 the deadline: a buy committed at once is never decoded here nor visited at its validUntil.
-`ExpirySweeper` runs a sweep in a background thread every interval.
+Each overdue one is lapsed by the settlement's `expire` (`application.settlement`). `ExpirySweeper` runs a
+sweep in a background thread every interval.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from domain.transaction import Transaction, quote_is_valid
 
 if TYPE_CHECKING:
     from application.ledger import Ledger
+    from application.settlement import Settlement
 
 log = logging.getLogger("broker_ledger.sweeper")
 # The events a transaction opens with (only they leave it expirable), and every event it records.
@@ -36,8 +38,9 @@ TRANSACTION_TOPICS = sorted(
 
 
 class OverdueTransactions:
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
+    def __init__(self, ledger: Ledger, settlement: Settlement) -> None:
+        self.ledger = ledger  # its event log and clock
+        self.settlement = settlement  # which lapses one transaction
         self._sweeping = threading.Lock()  # one sweep at a time
         self._deadlines: dict[UUID, tuple[str, str, datetime]] = {}  # by transaction id
         self._scanned = 0  # the last notification id read
@@ -52,7 +55,7 @@ class OverdueTransactions:
                 if quote_is_valid(valid_until, now):
                     continue
                 try:
-                    self.ledger.expire(partner, code)
+                    self.settlement.expire(partner, code)
                     expired.append(code)
                 except InvalidStateTransition:
                     pass  # committed, paid or already cancelled meanwhile
@@ -84,8 +87,8 @@ class OverdueTransactions:
 
 
 class ExpirySweeper:
-    def __init__(self, ledger: Ledger, interval_seconds: float = 15.0) -> None:
-        self.overdue = OverdueTransactions(ledger)
+    def __init__(self, ledger: Ledger, settlement: Settlement, interval_seconds: float = 15.0) -> None:
+        self.overdue = OverdueTransactions(ledger, settlement)
         self.interval = interval_seconds
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="expiry-sweeper", daemon=True)

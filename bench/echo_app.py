@@ -33,7 +33,7 @@ def create_app() -> Litestar:
 
 
 def serve(factory: str, description: str, default_port: int) -> None:
-    """Runs the app `factory` ("module:function") under uvicorn with the options of interface/serve.py,
+    """Runs the app `factory` ("module:function") under uvicorn with the options of interface/cli/serve.py,
     taking --port, --workers and --log-level from the command line (the floor app is served the same way)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--port", type=int, default=default_port)

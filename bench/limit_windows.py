@@ -33,15 +33,12 @@ from application.commands import BuyRequest
 from application.ledger import Ledger
 from application.settings import load_settings
 from application.store.database import ensure_schema, eventsourcing_env
+from application.use_cases import UseCases
+from bench.clock import FakeClock
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 CUSTOMER_ADDRESS_INDEX = 1000  # a customer address of the demo keys, never one of the deposit addresses
 WINDOW_TOPIC = "domain.limits:LimitWindow"
-
-
-class StillClock:
-    def now(self) -> datetime:
-        return NOW
 
 
 def count_decoded(ledger: Ledger, decoded: Counter[str]) -> None:
@@ -61,26 +58,25 @@ def run(url: str, history: int, buys: int) -> None:
     schema = f"bench_limits_{uuid.uuid4().hex[:8]}"
     ensure_schema(url, schema)
     settings = load_settings()
-    clock = StillClock()
+    clock = FakeClock(NOW)  # stands still: every buy in the same day and month
     addresses = Bip32AddressBook(settings.cryptos)
-    ledger = Ledger(
-        settings, FixedPrices(settings, clock), addresses, clock, env=eventsourcing_env(url, schema)
-    )
+    ledger = Ledger(settings, clock, env=eventsourcing_env(url, schema))
+    use_cases = UseCases.of(ledger, FixedPrices(settings, clock), addresses)
     try:
-        ledger.register_customer("demo", "busy", "Plus", status="ACTIVE")
+        use_cases.customers.register_customer("demo", "busy", "Plus", status="ACTIVE")
         address = addresses.derive("BTC", CUSTOMER_ADDRESS_INDEX).address
-        ledger.open_account("demo", "busy", address)
+        use_cases.customers.open_account("demo", "busy", address)
         request = BuyRequest("busy", "EUR", "BTC", Decimal("10.01"), address, "BANK_EUR_BUY")
         for _ in range(history):
-            ledger.create_buy("demo", request, stage=False)
+            use_cases.buys.create("demo", request, stage=False)
         decoded: Counter[str] = Counter()
         count_decoded(ledger, decoded)
         started = time.process_time()
         for _ in range(buys):
-            ledger.create_buy("demo", request, stage=False)
+            use_cases.buys.create("demo", request, stage=False)
         cpu = time.process_time() - started
         per_buy = {part: count / buys for part, count in decoded.items()}
-        used = {(u.direction, u.period): u.used for u in ledger.limits("demo", "busy")}
+        used = {(u.direction, u.period): u.used for u in use_cases.limits.usage("demo", "busy")}
     finally:
         ledger.close()
         with psycopg.connect(url, autocommit=True) as conn:

@@ -1,4 +1,5 @@
-"""What reading a hostile body costs: the time `interface.bodies.decode_body` takes to refuse the bodies of
+"""What reading a hostile body costs: the time `interface.http.bodies.decode_body` takes to refuse the bodies
+of
 issue 25 (huge numbers, 5,000-digit integers, deep nesting, a 64 KiB body of brackets), next to an ordinary
 buy, and the time the amount rules take on the largest number within the bounds.
 
@@ -25,9 +26,9 @@ from litestar.exceptions import HTTPException
 from domain.errors import DomainError
 from domain.money import Asset
 from domain.pricing import check_amount
-from interface.bodies import decode_body
-from interface.idempotency import MAX_BODY
-from interface.schemas.requests import BrokerBuyCreate
+from interface.http.bodies import decode_body
+from interface.http.idempotency import MAX_BODY
+from interface.transactions.shapes import BrokerBuyCreate
 
 BUY = (
     '{"customerCode":"alice","currencyCode":"EUR","cryptoCode":"BTC","fiatValue":%s,'

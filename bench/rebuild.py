@@ -10,8 +10,8 @@ What it does, in order:
 1. Creates a fresh database `bench_rebuild_<random>` on the PostgreSQL of --database-url (dropped at the end,
    also when interrupted).
 2. Fills its event store through the real application (`Ledger` in this process, with the demo settings, a
-   settable clock and the test suite's scenario driver, tests/projections/scenario.py), round after round
-   until the log holds --events events, then VACUUMs it (as a store some time in service is). A round:
+   settable clock and the driver of use cases the projection tests use too, bench/history.py), round after
+   round until the log holds --events events, then VACUUMs it (as a store some time in service is). A round:
    two customers (one per partner, trust level Plus), each with a BTC account; buys (staged and committed,
    then sent out and completed; committed at once and left sending; staged and cancelled) and sells (paid,
    confirmed and paid out at partner `demo`; paid and completed at `other`; paid the wrong amount and
@@ -49,7 +49,7 @@ import psycopg
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script: the project's packages and tests/ are importable
+if str(ROOT) not in sys.path:  # run as a script: the project's packages and bench/ are importable
     sys.path.insert(0, str(ROOT))
 
 from application.adapters.addresses import Bip32AddressBook  # noqa: E402
@@ -58,13 +58,13 @@ from application.ledger import Ledger  # noqa: E402
 from application.settings import load_settings  # noqa: E402
 from application.store.database import eventsourcing_env, with_database  # noqa: E402
 from application.store.log import EVENTS_SCHEMA  # noqa: E402
+from application.use_cases import UseCases  # noqa: E402
+from bench.clock import FakeClock  # noqa: E402
 from bench.cpu import process_seconds, processes_named  # noqa: E402
+from bench.history import CustomerAddresses, Driver  # noqa: E402
 from bench.load_support import VENV_BIN, checkpoint, drop_database, scalar  # noqa: E402
 from projections.catalog import PROJECTIONS  # noqa: E402
 from projections.runner import open_view  # noqa: E402
-from tests.application.conftest import CustomerAddresses  # noqa: E402
-from tests.clock import FakeClock  # noqa: E402
-from tests.projections.scenario import Driver  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 CALLBACK_URL = "https://hooks.partner.example/broker"
@@ -90,12 +90,12 @@ def parse_args() -> argparse.Namespace:
 
 
 class Workload:
-    """Rounds of realistic use cases on `ledger`, through the scenario driver of the projection tests."""
+    """Rounds of realistic use cases, through the driver of bench/history.py."""
 
-    def __init__(self, ledger: Ledger, clock: FakeClock) -> None:
+    def __init__(self, use_cases: UseCases, clock: FakeClock) -> None:
         self.clock = clock
-        self.ledger = ledger
-        self.drive = Driver(ledger, self.clock, CustomerAddresses(ledger.settings))
+        self.use_cases = use_cases
+        self.drive = Driver(use_cases, self.clock, CustomerAddresses(use_cases.ledger.settings))
         self.lapsing: list[Any] = []
         self.rounds = 0
 
@@ -114,12 +114,12 @@ class Workload:
     def buys(self, partner: str, code: str, callback: bool) -> None:
         extra = {"callback_url": CALLBACK_URL} if callback else {}
         completed = self.drive.buy(partner, code, "100", payment_reference=f"ref-{code}", **extra)
-        self.ledger.commit(partner, completed.code)
+        self.use_cases.buys.commit(partner, completed.code)
         self.drive.sendout(completed, 1)
         self.drive.sendout(completed, 2)
         self.drive.buy(partner, code, "50", stage=False, **extra)
         cancelled = self.drive.buy(partner, code, "75", **extra)
-        self.ledger.cancel_staged(partner, cancelled.code, "payment failed")
+        self.use_cases.alternative.cancel_staged(partner, cancelled.code, "payment failed")
 
     def sells(self, partner: str, code: str, callback: bool) -> None:
         extra = {"callback_url": CALLBACK_URL} if callback else {}
@@ -127,15 +127,15 @@ class Workload:
         self.drive.deposit(paid, 1)
         self.drive.deposit(paid, 2)
         if partner == "demo":
-            self.ledger.confirm_payout(partner, paid.code, f"payout-{code}", "IBAN-1")
-            self.ledger.pay_out(partner, paid.code)
+            self.use_cases.settlement.confirm_payout(partner, paid.code, f"payout-{code}", "IBAN-1")
+            self.use_cases.settlement.pay_out(partner, paid.code)
         blocked = self.drive.sell(partner, code, "0.001", **extra)
         self.drive.deposit(blocked, 2, Decimal("0.0005"))
 
     def expire_lapsed(self) -> None:
         self.clock.advance(days=1)
         for sell in self.lapsing:
-            self.ledger.expire(sell.order.partner, sell.code)
+            self.use_cases.settlement.expire(sell.order.partner, sell.code)
 
 
 def fill_store(url: str, events: int) -> int:
@@ -145,11 +145,10 @@ def fill_store(url: str, events: int) -> int:
     settings = load_settings()
     env = {**eventsourcing_env(url, EVENTS_SCHEMA), "POSTGRES_POOL_SIZE": "2", "POSTGRES_MAX_OVERFLOW": "2"}
     clock = FakeClock()
-    ledger = Ledger(
-        settings, FixedPrices(settings, clock), Bip32AddressBook(settings.cryptos), clock, env=env
-    )
+    ledger = Ledger(settings, clock, env=env)
     try:
-        workload = Workload(ledger, clock)
+        use_cases = UseCases.of(ledger, FixedPrices(settings, clock), Bip32AddressBook(settings.cryptos))
+        workload = Workload(use_cases, clock)
         while (head := ledger.recorder.max_notification_id() or 0) < events:
             workload.round()
             if workload.rounds % 50 == 0:

@@ -72,7 +72,7 @@ from bench.load_support import (
     running,
     server_env,
 )
-from interface.settings import load_service_settings
+from interface.http.settings import load_service_settings
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BROKER = "demo-broker"  # the client of the authenticated GETs

@@ -17,7 +17,6 @@ Prints saves/s, events/s, and for group commit the mean number of saves per comm
 from __future__ import annotations
 
 import argparse
-import os
 import threading
 import time
 import uuid
@@ -27,7 +26,7 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 from psycopg import sql
 
-from application.store.database import GROUP_COMMIT_ENV, ensure_schema, eventsourcing_env
+from application.store.database import ensure_schema, eventsourcing_env
 
 
 class Entry(Aggregate):
@@ -40,8 +39,7 @@ def run(url: str, group_commit: bool, threads: int, seconds: float, per_save: in
     """Saves made by `threads` threads in `seconds`; returns (saves, elapsed, transactions or 0)."""
     schema = f"bench_write_{uuid.uuid4().hex[:8]}"
     ensure_schema(url, schema)
-    os.environ[GROUP_COMMIT_ENV] = "on" if group_commit else "off"
-    env = eventsourcing_env(url, schema)
+    env = eventsourcing_env(url, schema, group_commit=group_commit)
     env.update(POSTGRES_POOL_SIZE=str(min(threads, 20)), POSTGRES_MAX_OVERFLOW="0")
     app = Application(env=env)
     counts = [0] * threads

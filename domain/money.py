@@ -57,6 +57,16 @@ class Asset:
     def zero(self) -> Decimal:
         return Decimal(0).quantize(self.quantum)
 
+    def written(self, amount: Decimal | int | None) -> Decimal | None:
+        """An amount written at this asset's scale (fiat at its minor unit, crypto at its precision), so that
+        every amount of one asset has the same number of decimals in an answer; a value with more digits
+        than the scale (a requested price, say) is written as it is, not rounded. A plain int (0 when a
+        limit window is still unused) is written at the scale too."""
+        if amount is None:
+            return None
+        scaled = Decimal(amount).quantize(self.quantum, context=WIDE)
+        return scaled if scaled == amount else Decimal(amount)
+
 
 def multiply(a: Decimal, b: Decimal) -> Decimal:
     """Exact product of two amounts (no rounding: the caller rounds with an asset's rule)."""

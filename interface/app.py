@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from decimal import Decimal
 from functools import partial
 from typing import Any
 
-import msgspec
-from litestar import Litestar, Request, Response
+from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
-from litestar.serialization import default_serializer
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from application.adapters.addresses import Bip32AddressBook
 from application.adapters.prices import price_source_from
-from application.credentials import Credentials, load_or_create_credentials, var_dir
+from application.credentials import Credentials, load_or_create_credentials
 from application.ledger import Ledger
+from application.orders import OrderDesk
 from application.ports import Clock, SystemClock
 from application.settings import Settings
 from application.store.database import (
@@ -39,32 +36,36 @@ from application.store.database import (
     tagged,
 )
 from application.sweeper import ExpirySweeper
-from interface.auth import FailedAttempts, TokenService
-from interface.bodies import StrictJsonRequest
-from interface.callbacks import renderer
-from interface.controllers.alternative import ALTERNATIVE_CONTROLLERS
-from interface.controllers.buys import BrokerBuyController
-from interface.controllers.callbacks import TransactionCallbacksController
-from interface.controllers.chain import ChainController
-from interface.controllers.custodian import CustodianTransactionController
-from interface.controllers.customers import CustomerController
-from interface.controllers.health import health, liveness
-from interface.controllers.prices import PriceController
-from interface.controllers.reading import TransactionReadingController
-from interface.controllers.reserves import ReserveController
-from interface.controllers.sells import BrokerSellController
-from interface.controllers.tokens import TokenController
-from interface.idempotency import MAX_BODY, IdempotencyStore
-from interface.idempotent_requests import IdempotencyMiddleware
-from interface.observability import ObservedLitestar, metrics
-from interface.openapi import openapi_config
-from interface.problems import EXCEPTION_HANDLERS
-from interface.rate_limits import RateLimitMiddleware
-from interface.read_your_writes import ReadYourWritesMiddleware, WritePositions
-from interface.reading import Reader
-from interface.security import UNAUTHENTICATED_PATHS, BearerAuthentication
-from interface.settings import ApiSettings, load_service_settings
-from interface.text import StorableTextMiddleware
+from application.use_cases import UseCases
+from interface.alternative.routes import ALTERNATIVE_CONTROLLERS
+from interface.api_document.openapi import openapi_config
+from interface.chain.routes import ChainController
+from interface.customers.routes import CustomerController
+from interface.environment import PROJECTIONS_ENV as PROJECTIONS_ENV  # where tests and tools import it from
+from interface.environment import Environment
+from interface.health.routes import health, liveness
+from interface.http.auth import FailedAttempts, TokenService
+from interface.http.bodies import StrictJsonRequest
+from interface.http.common import LedgerResponse, allow_every_method
+from interface.http.idempotency import MAX_BODY, IdempotencyStore
+from interface.http.idempotent_requests import IdempotencyMiddleware
+from interface.http.observability import ObservedLitestar, metrics
+from interface.http.problems import EXCEPTION_HANDLERS
+from interface.http.rate_limits import RateLimitMiddleware
+from interface.http.read_your_writes import ReadYourWritesMiddleware, WritePositions
+from interface.http.request_head import StorableTextMiddleware
+from interface.http.security import UNAUTHENTICATED_PATHS, BearerAuthentication
+from interface.http.settings import ApiSettings, load_service_settings
+from interface.prices.routes import PriceController
+from interface.reserves.routes import ReserveController
+from interface.tokens.routes import TokenController
+from interface.transactions.buys import BrokerBuyController
+from interface.transactions.callback_bodies import renderer
+from interface.transactions.callbacks import TransactionCallbacksController
+from interface.transactions.custodian import CustodianTransactionController
+from interface.transactions.lookups import TransactionReadingController
+from interface.transactions.reading import Reader
+from interface.transactions.sells import BrokerSellController
 from projections.callbacks.service import Callbacks
 from projections.callbacks.urls import CallbackUrlPolicy
 from projections.catalog import PROJECTIONS, READ_MODELS
@@ -74,17 +75,18 @@ from projections.runner import open_view
 log = logging.getLogger("broker_ledger")
 EVENTS_SCHEMA = "ledger"
 API_SCHEMA = "api"
-PROJECTIONS_ENV = "BROKER_LEDGER_PROJECTIONS"  # "off": this process runs no projections
 USE_CASE_THREADS = 32  # per worker: as many use cases as its share of 64 connections, at once
 
 
 @dataclass
 class Runtime:
-    """Everything a running service holds: settings, the ledger, secrets and the API's own tables."""
+    """Everything a running service holds: settings, the ledger and its use cases, secrets and the API's own
+    tables."""
 
     settings: Settings
     api_settings: ApiSettings
     ledger: Ledger
+    use_cases: UseCases  # composed once on the ledger; the routes are handed them (`create_app`)
     credentials: Credentials
     tokens: TokenService
     idempotency: IdempotencyStore
@@ -92,6 +94,7 @@ class Runtime:
     database_url: str
     reader: Reader
     write_positions: WritePositions
+    environment: Environment  # what the process was started with, read once (`interface.environment`)
 
     async def open(self) -> None:
         """Opens what lives on the server's event loop: the idempotency keys' async pool."""
@@ -116,26 +119,35 @@ class Runtime:
         self.close()
 
 
-def build_runtime(database_url: str | None = None, ledger_clock: Clock | None = None) -> Runtime:
-    """Wires the service from the environment: settings file, var directory, database. `ledger_clock`
-    (tests) sets the ledger's time only: prices, tokens and the rest keep the system's."""
-    loaded = load_service_settings()
+def build_runtime(
+    database_url: str | None = None, ledger_clock: Clock | None = None, environment: Environment | None = None
+) -> Runtime:
+    """Wires the service from `environment` (read here when not given): settings file, var directory,
+    database (`database_url` rather than the environment's, in tests). `ledger_clock` (tests) sets the
+    ledger's time only: prices, tokens and the rest keep the system's."""
+    environment = environment or Environment.read()
+    loaded = load_service_settings(environment.settings_file)
     settings = loaded.ledger
-    var = var_dir()
-    url = database_url or resolve_database_url(var)
+    var = environment.var_dir
+    url = environment.libpq.complete(database_url or resolve_database_url(var, environment.database_url))
     url = tagged(url, "api")  # the name of this process's connections outside its pools
     ensure_schema(url, EVENTS_SCHEMA)
-    sizes = api_pools()  # BROKER_LEDGER_DB_CONNECTIONS, shared out; each pool connects only as it needs
+    sizes = api_pools(environment.connections)  # shared out; each pool connects only as it needs
     clock = SystemClock()
     ledger = Ledger(
         settings,
+        ledger_clock or clock,
+        env=eventsourcing_env(
+            url, EVENTS_SCHEMA, connections=environment.connections, group_commit=environment.group_commit
+        ),
+    )
+    use_cases = UseCases.of(
+        ledger,
         price_source_from(settings, clock),
         Bip32AddressBook(settings.cryptos),
-        ledger_clock or clock,
-        env=eventsourcing_env(url, EVENTS_SCHEMA),
         callback_urls=CallbackUrlPolicy(settings.callback_http_hosts),  # a requested URL's host resolved
     )
-    credentials = load_or_create_credentials(loaded, var)
+    credentials = load_or_create_credentials(loaded, var, token_key=environment.token_key)
     # idempotency leases, callbacks, health: a request waits at most 3 s for a connection, checked before
     # use when it was idle (`check_if_stale`), so a database restart does not fail the next requests on dead
     # connections and a busy pool pays no round trip per loan
@@ -174,6 +186,7 @@ def build_runtime(database_url: str | None = None, ledger_clock: Clock | None = 
         settings=settings,
         api_settings=loaded.api,
         ledger=ledger,
+        use_cases=use_cases,
         credentials=credentials,
         tokens=TokenService(loaded.api.tokens, credentials.signing_key, clock),
         idempotency=idempotency,
@@ -187,50 +200,17 @@ def build_runtime(database_url: str | None = None, ledger_clock: Clock | None = 
             write_positions,
         ),
         write_positions=write_positions,
+        environment=environment,
     )
 
 
 def projection_workers(runtime: Runtime) -> list[ProjectionWorker]:
     """The worker running every projection whose lock this process holds; none when
     BROKER_LEDGER_PROJECTIONS=off (`serve --no-projections`, with `projections run` elsewhere)."""
-    if os.environ.get(PROJECTIONS_ENV, "").strip().lower() == "off":
+    environment = runtime.environment
+    if not environment.run_projections:
         return []
-    return [ProjectionWorker(runtime.database_url, PROJECTIONS)]
-
-
-JSON_ENCODER = msgspec.json.Encoder(enc_hook=default_serializer, decimal_format="number")
-
-
-def positional(value: Any) -> Any:
-    """Decimal amounts as JSON numbers in positional notation (0.00000000 rather than 0E-8), exact."""
-    if isinstance(value, Decimal):
-        return msgspec.Raw(format(value, "f").encode())
-    if isinstance(value, dict):
-        return {key: positional(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [positional(item) for item in value]
-    return value
-
-
-class LedgerResponse(Response):
-    """Writes Decimal amounts as JSON numbers, exact to the last digit (litestar would write strings)."""
-
-    def render(self, content: Any, media_type: str, enc_hook: Any = default_serializer) -> bytes:
-        if not isinstance(content, bytes | str) and "json" in media_type:
-            plain = msgspec.to_builtins(content, builtin_types=(Decimal,), enc_hook=enc_hook)
-            return JSON_ENCODER.encode(positional(plain))
-        return super().render(content, media_type, enc_hook)
-
-
-async def allow_every_method(request: Request) -> Response | None:
-    """Answers OPTIONS with every method of the path. Litestar 2 lists only the first handler registered on
-    a path (litestar-org/litestar#4169, fixed in 3), e.g. PUT but not GET for /customer/{code}. A coroutine:
-    litestar runs a plain function hook in a worker thread, a thread hop for every request."""
-    if request.method != "OPTIONS":
-        return None
-    paths = request.route_handler.paths
-    methods = {method for route in request.app.routes if route.path in paths for method in route.methods}
-    return Response(None, status_code=204, headers={"Allow": ", ".join(sorted(methods))})
+    return [ProjectionWorker(runtime.database_url, PROJECTIONS, page=environment.projection_page)]
 
 
 async def use_case_threads() -> None:
@@ -242,10 +222,49 @@ async def use_case_threads() -> None:
     asyncio.get_running_loop().set_default_executor(executor)
 
 
-def create_app(runtime: Runtime | None = None) -> Litestar:
-    """The HTTP application. Without a runtime (as a server worker's factory) it wires one itself."""
-    runtime = runtime or build_runtime()
-    sweeper = ExpirySweeper(runtime.ledger, float(os.environ.get("BROKER_LEDGER_EXPIRY_SWEEP_SECONDS", "15")))
+def dependencies(runtime: Runtime) -> dict[str, Provide]:
+    """What the routes are handed by name (`interface.http.common`): each feature's use cases, the ledger's
+    settings and clock, and the reader of the read models; all built once, but the order desk, new for each
+    request (it checks a requested callback URL once for the request)."""
+    use_cases = runtime.use_cases
+
+    def new_desk() -> OrderDesk:
+        return use_cases.desk
+
+    once = {
+        "settings": runtime.settings,
+        "clock": runtime.ledger.clock,
+        "reader": runtime.reader,
+        "customers": use_cases.customers,
+        "limits": use_cases.limits,
+        "buys": use_cases.buys,
+        "sells": use_cases.sells,
+        "settlement": use_cases.settlement,
+        "alternative": use_cases.alternative,
+        "reserves": use_cases.reserves,
+        "history": use_cases.history,
+    }
+    return {
+        **{name: _provided(value) for name, value in once.items()},
+        "desk": Provide(new_desk, sync_to_thread=False),
+    }
+
+
+def _provided(value: Any) -> Provide:
+    """`value`, handed to every route that names it."""
+
+    def given() -> Any:
+        return value
+
+    return Provide(given, use_cache=True, sync_to_thread=False)
+
+
+def create_app(runtime: Runtime | None = None, environment: Environment | None = None) -> Litestar:
+    """The HTTP application. Without a runtime (as a server worker's factory) it wires one itself, from
+    `environment` (read then when not given)."""
+    runtime = runtime or build_runtime(environment=environment)
+    settlement = runtime.use_cases.settlement
+    sweeper = ExpirySweeper(runtime.ledger, settlement, runtime.environment.expiry_sweep_seconds)
     workers = projection_workers(runtime)
     callbacks = Callbacks(
         runtime.pool,
@@ -253,6 +272,7 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
         runtime.credentials.callback_secret,
         renderer(runtime.settings),
         runtime.settings.callback_http_hosts,
+        config=runtime.environment.delivery,
     )
     return ObservedLitestar(
         route_handlers=[
@@ -271,10 +291,7 @@ def create_app(runtime: Runtime | None = None) -> Litestar:
             ReserveController,
             *ALTERNATIVE_CONTROLLERS,
         ],
-        dependencies={
-            "ledger": Provide(lambda: runtime.ledger, use_cache=True, sync_to_thread=False),
-            "reader": Provide(lambda: runtime.reader, use_cache=True, sync_to_thread=False),
-        },
+        dependencies=dependencies(runtime),
         middleware=[
             StorableTextMiddleware(),  # first: no text the ledger cannot store reaches anything else
             DefineMiddleware(BearerAuthentication, exclude=UNAUTHENTICATED_PATHS),

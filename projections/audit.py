@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from psycopg.sql import SQL, Identifier
@@ -48,6 +49,7 @@ from projections.audit_sql import (
 from projections.catalog import PROJECTIONS
 from projections.postgres import READ_SCHEMA, ReadModel
 from projections.runner import APPLICATION, ProjectionSpec, open_view, replay
+from projections.status import DEFAULT_STALL_SECONDS
 
 __all__ = ["Check", "Report", "compare_with_rebuild", "export", "verify"]
 
@@ -68,8 +70,10 @@ def verify(
     url: str,
     projections: Sequence[ProjectionSpec] | None = None,
     expected: Sequence[tuple[int, str]] = (),
+    stall_seconds: float = DEFAULT_STALL_SECONDS,
 ) -> Report:
-    """Every check, in order; `expected` are (notification id, chain hash) pairs an auditor kept."""
+    """Every check, in order; `expected` are (notification id, chain hash) pairs an auditor kept;
+    `stall_seconds` the stall threshold of the projections (BROKER_LEDGER_PROJECTION_STALL_SECONDS)."""
     projections = PROJECTIONS if projections is None else projections
     log_app = LedgerLog(env=small_pool(eventsourcing_env(url, EVENTS_SCHEMA)))
     try:
@@ -81,7 +85,8 @@ def verify(
         log_app.close()
     checks.append(_guarded("postings balance", lambda: check_postings(url)))
     checks.append(_guarded("audit chain", lambda: check_chain(url, expected)))
-    checks.append(_guarded("projections keep up", lambda: check_projections_keep_up(url, projections)))
+    keeping_up = partial(check_projections_keep_up, url, projections, stall_seconds)
+    checks.append(_guarded("projections keep up", keeping_up))
     return Report(checks)
 
 

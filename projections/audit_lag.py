@@ -18,8 +18,11 @@ from projections.runner import ProjectionSpec
 NAME = "projections keep up"
 
 
-def check_projections_keep_up(url: str, projections: Sequence[ProjectionSpec]) -> Check:
-    threshold = status.stall_seconds()
+def check_projections_keep_up(
+    url: str, projections: Sequence[ProjectionSpec], threshold: float = status.DEFAULT_STALL_SECONDS
+) -> Check:
+    """Whether every projection of `projections` keeps up: none has a recorded failure or an unapplied event
+    older than `threshold` seconds."""
     log_app = LedgerLog(env=small_pool(eventsourcing_env(url, EVENTS_SCHEMA)))
     try:
         head = log_app.recorder.max_notification_id() or 0

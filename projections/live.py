@@ -2,7 +2,7 @@
 
 Every API worker starts one `ProjectionWorker` for the catalog's projections, and so does every runner of
 `projections run` (by default one, in that process itself; `--processes N` starts N runner processes, each
-with its worker: see `interface.projections_cli`). A worker holds one connection for all it leads, and opens
+with its worker: see `interface.cli.projections`). A worker holds one connection for all it leads, and opens
 another for a moment when it records a failure (`status.record_failure`): N runners hold N. A projection
 runs in one process of the cluster at a time: the one whose connection holds its advisory lock. Every
 `retry_seconds` a worker looks at the locks of those it does not lead, so it takes over a projection that
@@ -66,7 +66,7 @@ NOTIFY_WAIT_SECONDS = 0.5
 SMALL_ROUND = 32
 ROUND_SECONDS = 0.02
 MAX_RETRY_SECONDS = 30.0  # a failing projection is retried after 2, 4, 8, ... s, at most this long
-PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections
+PAGE_ENV = "BROKER_LEDGER_PROJECTION_PAGE"  # overrides PAGE for running projections (interface.environment)
 CONNECTION_NAME = "projections"  # `broker-ledger projections` in pg_stat_activity
 HELD_LOCKS = (
     "SELECT (classid::bigint << 32) | objid::bigint AS key FROM pg_locks"
@@ -114,17 +114,23 @@ class Standing:
 
 
 class ProjectionWorker:
-    """Runs, in this process, every projection of `specs` whose advisory lock it holds (see above)."""
+    """Runs, in this process, every projection of `specs` whose advisory lock it holds (see above), reading
+    the log `page` events at a time (BROKER_LEDGER_PROJECTION_PAGE, handed in by the composition root)."""
 
     def __init__(
-        self, url: str, specs: Iterable[ProjectionSpec], retry_seconds: float = 2.0, share: Share = Share()
+        self,
+        url: str,
+        specs: Iterable[ProjectionSpec],
+        retry_seconds: float = 2.0,
+        share: Share = Share(),
+        page: int = PAGE,
     ) -> None:
         self.url = url
         self.specs = tuple(specs)
         self.retry_seconds = retry_seconds
         self.share = share
         self.preferred = frozenset(spec.name for k, spec in enumerate(self.specs) if share.prefers(k))
-        self.page = int(os.environ.get(PAGE_ENV) or PAGE)
+        self.page = page
         self.running = threading.Event()  # set while this process runs every projection of `specs`
         self.led: frozenset[str] = frozenset()  # the names of the projections led now (for tests, logs)
         self.standing = {spec.name: Standing() for spec in self.specs}

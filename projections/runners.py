@@ -30,6 +30,7 @@ from multiprocessing.process import BaseProcess
 
 from projections.catalog import PROJECTIONS
 from projections.live import ProjectionWorker, Share
+from projections.runner import PAGE
 
 log = logging.getLogger("broker_ledger.projections")
 RESTART_SECONDS = 1.0  # a runner that died is started again after this pause
@@ -46,10 +47,13 @@ def auto_runners() -> int:
 class Runners:
     """The runner processes of `run --processes N` (see above), started, watched and stopped here."""
 
-    def __init__(self, url: str, count: int, prepare: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, url: str, count: int, prepare: Callable[[], None] | None = None, page: int = PAGE
+    ) -> None:
         self.url = url
         self.count = count
         self.prepare = prepare  # what a runner does first: logging, its collector (a module-level function)
+        self.page = page  # events a runner reads at once (BROKER_LEDGER_PROJECTION_PAGE, from its starter)
         self._context = multiprocessing.get_context("spawn")
         self._processes: dict[int, BaseProcess] = {}
         self._restart_at: dict[int, float] = {}  # runners that died, by index: when to start them again
@@ -69,7 +73,7 @@ class Runners:
     def _start(self, index: int) -> None:
         process = self._context.Process(
             target=run_runner,
-            args=(self.url, index, self.count, self.prepare),
+            args=(self.url, index, self.count, self.prepare, self.page),
             name=f"projections runner {index}",
             daemon=True,  # ended with this process, should it end without stopping them
         )
@@ -107,16 +111,19 @@ class Runners:
                 process.join()
 
 
-def run_runner(url: str, index: int, count: int, prepare: Callable[[], None] | None = None) -> None:
+def run_runner(
+    url: str, index: int, count: int, prepare: Callable[[], None] | None = None, page: int = PAGE
+) -> None:
     """Runner `index` of `count`, in a process of its own (see above): its worker runs the projections of
-    its share and takes over others', until SIGTERM or the end of the parent process."""
+    its share, `page` events at a time, and takes over others', until SIGTERM or the end of the parent
+    process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     if prepare is not None:
         prepare()
     share = Share(index, count)
-    worker = ProjectionWorker(url, PROJECTIONS, share=share)
+    worker = ProjectionWorker(url, PROJECTIONS, share=share, page=page)
     worker.start()
     parent = multiprocessing.parent_process()
     while not stopped.is_set():

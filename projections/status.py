@@ -4,14 +4,13 @@ The runner records a projection's failure in `read.projection_status` (one row p
 error, the notification id it failed on, when, and how many times in a row) and deletes the row once the
 projection applies events again. A projection is *stalled* when it has a recorded failure, or when the oldest
 event it has not applied is older than the stall threshold (`BROKER_LEDGER_PROJECTION_STALL_SECONDS`, 30 by
-default). The age of that event, not the number of events behind, says whether it keeps up: a projection a
-few events behind a busy log is fine, one that has not applied an event for a minute is not, and an idle log
-is never behind.
+default, read at start by the composition root and handed to `ProjectionState.stalled`). The age of that
+event, not the number of events behind, says whether it keeps up: a projection a few events behind a busy
+log is fine, one that has not applied an event for a minute is not, and an idle log is never behind.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,18 +22,12 @@ from psycopg.rows import tuple_row
 
 from projections.postgres import READ_SCHEMA
 
-STALL_SECONDS_ENV = "BROKER_LEDGER_PROJECTION_STALL_SECONDS"
+STALL_SECONDS_ENV = "BROKER_LEDGER_PROJECTION_STALL_SECONDS"  # the stall threshold (interface.environment)
 DEFAULT_STALL_SECONDS = 30.0
 TABLE = sql.Identifier(READ_SCHEMA, "projection_status")
 CREATE_LOCK = 0x50524F4A_53544154  # serialises creating the table (concurrent IF NOT EXISTS can collide)
 ERROR_LENGTH = 2000  # characters of an error message kept
 EventTime = Callable[[int], datetime | None]  # the time of the first event after a position (None: none)
-
-
-def stall_seconds() -> float:
-    """The stall threshold: how old the oldest unapplied event of a projection may get."""
-    value = os.environ.get(STALL_SECONDS_ENV, "").strip()
-    return float(value) if value else DEFAULT_STALL_SECONDS
 
 
 @dataclass(frozen=True)

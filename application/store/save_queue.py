@@ -8,12 +8,13 @@ statement returned, or its error.
 
 Both wait in one `SaveQueue`; the committer takes whatever waits as its next batch.
 
-A request may also have statements ride with the *first save it makes* (`with_first_save`): they are written
-in that save's transaction, under its savepoint on the conflict path, so the save's events and the statements
-commit together or not at all. If the database refuses the statements, the save fails with
-`CompanionRefused` (not a version conflict: the use case is not run again) and nothing of it is written. An
-Idempotency-Key's claim rides so: the request needs no transaction of its own to claim its key, and its
-events are written only if the key is its own.
+A request may also have statements ride with the *first save it makes* (its `UnitOfWork`'s
+`ride_with_first_save`, `application.store.unit_of_work`): they are written in that save's transaction,
+under its savepoint on the conflict path, so the save's events and the statements commit together or not at
+all. If the database refuses the statements, the save fails with `CompanionRefused` (not a version
+conflict: the use case is not run again) and nothing of it is written. An Idempotency-Key's claim rides so:
+the request needs no transaction of its own to claim its key, and its events are written only if the key is
+its own.
 """
 
 from __future__ import annotations
@@ -21,14 +22,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import StoredEvent
 
-from application.store.positions import WritePosition
+if TYPE_CHECKING:
+    from application.store.unit_of_work import UnitOfWork
 
 Statement = tuple[str, Sequence[Any]]  # SQL text and its parameters (sent in binary)
 Rows = list[tuple[Any, ...]]
@@ -36,7 +36,8 @@ Rows = list[tuple[Any, ...]]
 
 class PendingSave:
     """One save waiting for the committer: its events (or a companion's statements), then its notification
-    ids and the companion's rows, or its error."""
+    ids and the companion's rows, or its error. `unit` is the request's unit of work whose partner's write
+    position the save raises (None without a request, or without a partner: nothing to keep)."""
 
     __slots__ = (
         "ambiguous",
@@ -48,18 +49,18 @@ class PendingSave:
         "queued_at",
         "rows",
         "statements",
-        "writes",
+        "unit",
     )
 
     def __init__(
         self,
         events: Sequence[StoredEvent],
-        writes: WritePosition | None = None,
+        unit: UnitOfWork | None = None,
         statements: Sequence[Statement] = (),
         on_done: Callable[[PendingSave], None] | None = None,
     ) -> None:
         self.events = events
-        self.writes = writes if writes is not None and writes.partner is not None else None
+        self.unit = unit if unit is not None and unit.partner is not None else None
         self.statements = statements
         self.on_done = on_done
         self.notification_ids: list[int] = []
@@ -76,8 +77,8 @@ class PendingSave:
 
     def succeed(self, notification_ids: list[int], position_kept: bool = False) -> None:
         self.notification_ids = notification_ids
-        if position_kept and self.writes is not None and notification_ids:
-            self.writes.note_kept(notification_ids[-1])
+        if position_kept and self.unit is not None and notification_ids:
+            self.unit.note_kept(notification_ids[-1])
         self._settle()
 
     def fail(self, error: BaseException) -> None:
@@ -85,61 +86,18 @@ class PendingSave:
         self._settle()
 
     def _settle(self) -> None:
-        self.done.set()
-        if self.on_done is not None:
-            self.on_done(self)
+        """Tells `on_done` first, then wakes the waiter: a request that wakes finds its unit of work's
+        first-save statements settled already."""
+        try:
+            if self.on_done is not None:
+                self.on_done(self)
+        finally:
+            self.done.set()
 
 
 class CompanionRefused(Exception):
     """The database refused the statements that rode with a save (its `__cause__`, psycopg's error): the
     save's events were not written either."""
-
-
-class WithFirstSave:
-    """Statements for the first save of a request, and what became of them: the rows each returned once a
-    save carrying them committed, or the refusal (`CompanionRefused`) of the save that carried them. A save
-    that failed otherwise (a version conflict, a lost connection) leaves them for the request's next save."""
-
-    __slots__ = ("refused", "rows", "statements")
-
-    def __init__(self, statements: Sequence[Statement]) -> None:
-        self.statements = statements
-        self.rows: list[Rows] | None = None
-        self.refused: CompanionRefused | None = None
-
-    @property
-    def settled(self) -> bool:
-        return self.rows is not None or self.refused is not None
-
-    def after(self, save: PendingSave) -> None:
-        """Notes the outcome of a save that carried the statements. A save that succeeded without their rows
-        (read back after a connection fault: its events were found, its statements' rows are not known)
-        leaves them unsettled."""
-        if save.error is None and len(save.rows) == len(self.statements):
-            self.rows = save.rows
-        elif isinstance(save.error, CompanionRefused):
-            self.refused = save.error
-
-
-_with_first_save: ContextVar[WithFirstSave | None] = ContextVar("with_first_save", default=None)
-
-
-@contextmanager
-def with_first_save(statements: Sequence[Statement]) -> Iterator[WithFirstSave]:
-    """Within the block (and the threads that run its use cases, which copy the context), the first save
-    that commits carries `statements` in its transaction."""
-    holder = WithFirstSave(statements)
-    token = _with_first_save.set(holder)
-    try:
-        yield holder
-    finally:
-        _with_first_save.reset(token)
-
-
-def first_save_statements() -> WithFirstSave | None:
-    """The statements waiting for the first save of the request running in this context, if any."""
-    holder = _with_first_save.get()
-    return holder if holder is not None and not holder.settled else None
 
 
 def companion(statements: Sequence[Statement], loop: asyncio.AbstractEventLoop) -> tuple[PendingSave, Any]:

@@ -1,7 +1,8 @@
 """Callbacks: each status change of a transaction with a callback URL POSTed to that URL, signed as Standard
 Webhooks, retried until delivered or given up. The whole feature lives here but for two edges: the static
 URL rules are `domain.callback_urls` (the order desk and the settings check apply them too), and the body
-of a callback is rendered by the interface (`interface.callbacks.renderer`, passed in as `Renderer`).
+of a callback is rendered by the interface (`interface.transactions.callback_bodies.renderer`, passed in as
+`Renderer`).
 
 What lives where:
 
@@ -14,6 +15,7 @@ What lives where:
   through `application.ports.CallbackUrlCheck` when a request names a URL, the worker before each delivery.
 - `sender`: one HTTP POST, pinned to a vetted address, following no redirect.
 - `delivery`: `DeliveryWorker`, the threads that claim due deliveries, sign, send, and record or retry.
+- `delivery_config`: `DeliveryConfig`, the worker's timeouts, backoff and threads (set by the environment).
 - `service`: `Callbacks`, what one API process runs (tables made sure of, the worker, the store).
 
 The path of a callback, from event to delivery:

@@ -16,12 +16,10 @@ and keep each transaction's deliveries in order (see `outbox`). For each deliver
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from prometheus_client import Counter
@@ -29,6 +27,7 @@ from standardwebhooks import Webhook
 
 from domain.errors import CallbackUrlRefused
 from domain.transaction import Transaction
+from projections.callbacks.delivery_config import DeliveryConfig
 from projections.callbacks.outbox import DELIVERED, FAILED, STOPPED, Attempt, Delivery, DeliveryStore
 from projections.callbacks.sender import Answer, SendFailed, post
 from projections.callbacks.snapshots import restore
@@ -43,36 +42,9 @@ CALLBACK_ATTEMPTS = Counter(
 log = logging.getLogger("broker_ledger.callbacks")
 EVENT_TYPE = "transaction.status_changed"
 USER_AGENT = "broker-ledger-callbacks/1"
-ENV_PREFIX = "BROKER_LEDGER_CALLBACK_"
 
 Renderer = Callable[[Delivery, Transaction], bytes]  # the request body of a delivery
 Sender = Callable[[ResolvedUrl, bytes, dict[str, str], float], Answer]
-
-
-@dataclass(frozen=True)
-class DeliveryConfig:
-    timeout_seconds: float = 10.0  # connect, write and each read; DNS lookups too
-    retry_base_seconds: float = 5.0  # the first retry after 2.5 to 5 s, each later one up to twice later
-    retry_cap_seconds: float = 3600.0  # no wait between two attempts is longer than this
-    retry_window_seconds: float = 24 * 3600.0  # no attempt after this long past the first one
-    poll_seconds: float = 0.5  # how often an idle sender looks for due deliveries
-    senders: int = 4  # threads per process
-
-    @property
-    def lease_seconds(self) -> float:
-        """How long a claimed delivery stays with its worker: longer than DNS plus the slowest answer."""
-        return 4 * self.timeout_seconds + 2.0
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> DeliveryConfig:
-        """`BROKER_LEDGER_CALLBACK_TIMEOUT_SECONDS`, `..._RETRY_BASE_SECONDS`, `..._RETRY_CAP_SECONDS`,
-        `..._RETRY_WINDOW_SECONDS`, `..._POLL_SECONDS`, `..._SENDERS`; the defaults above otherwise."""
-        values = {}
-        for name, default in vars(cls()).items():
-            raw = env.get(ENV_PREFIX + name.upper())
-            if raw:
-                values[name] = type(default)(raw)
-        return cls(**values)
 
 
 def backoff(attempt: int, config: DeliveryConfig, rng: random.Random | None = None) -> float:

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from projections.callbacks.delivery import DeliveryConfig, DeliveryWorker, Renderer
+from projections.callbacks.delivery import DeliveryWorker, Renderer
+from projections.callbacks.delivery_config import DeliveryConfig
 from projections.callbacks.outbox import DeliveryStore
 from projections.callbacks.projection import CALLBACK_OUTBOX
 from projections.callbacks.urls import CallbackUrlPolicy, SystemResolver
@@ -52,7 +53,7 @@ class Callbacks:
         """`secrets` gives a partner's callback secret, `render` a delivery's body (the interface's
         presenter), `http_hosts` the hosts that may receive plain http (`callback_http_hosts`)."""
         create_tables(database_url, schema)
-        config = config or DeliveryConfig.from_env()
+        config = config or DeliveryConfig()  # the composition root hands in the environment's
         policy = CallbackUrlPolicy(http_hosts, SystemResolver(config.timeout_seconds))
         self.store = DeliveryStore(pool, schema)
         self.worker = DeliveryWorker(self.store, policy, secrets, render, config)

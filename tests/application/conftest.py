@@ -1,16 +1,16 @@
-"""Application fixtures: the demo settings, a settable clock, and `Ledger`s on a fresh PostgreSQL schema.
+"""Application fixtures: the demo settings, a settable clock, `Ledger`s on a fresh PostgreSQL schema, and the
+use cases on them.
 
-Customers' addresses are derived from the demo keys at indexes from 1000 up, so they are valid addresses
-and never one of the service's own deposit addresses (those are handed out from index 0).
+Customers' addresses are derived from the demo keys at indexes from 1000 up
+(`bench.history.CustomerAddresses`), so they are valid addresses and never one of the service's own deposit
+addresses (those are handed out from index 0).
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,23 +19,11 @@ from application.adapters.addresses import Bip32AddressBook
 from application.adapters.prices import FixedPrices
 from application.ledger import Ledger
 from application.settings import Settings, load_settings
+from application.use_cases import UseCases
+from bench.clock import FakeClock
+from bench.history import CustomerAddresses
 from domain.account import Account
 from domain.customer import Customer
-from tests.clock import FakeClock
-
-START = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
-FIRST_CUSTOMER_ADDRESS_INDEX = 1000
-
-
-class CustomerAddresses:
-    """Valid customer addresses of the demo keys, each handed out once per test."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._book = Bip32AddressBook(settings.cryptos)
-        self._indexes = itertools.count(FIRST_CUSTOMER_ADDRESS_INDEX)
-
-    def next(self, crypto: str = "BTC") -> str:
-        return self._book.derive(crypto, next(self._indexes)).address
 
 
 @pytest.fixture(scope="session")
@@ -61,13 +49,7 @@ def make_ledger(
     made: list[Ledger] = []
 
     def make(env: dict[str, str] | None = None) -> Ledger:
-        ledger = Ledger(
-            settings,
-            FixedPrices(settings, clock),
-            Bip32AddressBook(settings.cryptos),
-            clock,
-            env=env if env is not None else postgres_env,
-        )
+        ledger = Ledger(settings, clock, env=env if env is not None else postgres_env)
         made.append(ledger)
         return ledger
 
@@ -81,25 +63,47 @@ def ledger(make_ledger: Callable[..., Ledger]) -> Ledger:
     return make_ledger()
 
 
-def register_active(ledger: Ledger, partner: str, code: str, trust_level: str = "Basic") -> Customer:
-    return ledger.register_customer(partner, code, trust_level, status="ACTIVE")
+def use_cases_of(ledger: Ledger) -> UseCases:
+    """The use cases on `ledger`, with the demo's fixed prices (on the ledger's clock) and addresses."""
+    settings = ledger.settings
+    return UseCases.of(ledger, FixedPrices(settings, ledger.clock), Bip32AddressBook(settings.cryptos))
 
 
-def open_btc_account(ledger: Ledger, partner: str, customer_code: str, address: str) -> Account:
-    account, _ = ledger.open_account(partner, customer_code, address)
+@pytest.fixture
+def make_use_cases(make_ledger: Callable[..., Ledger]) -> Callable[..., UseCases]:
+    """Builds the use cases on a new `Ledger` of this test's schema (or of `env`)."""
+
+    def make(env: dict[str, str] | None = None) -> UseCases:
+        return use_cases_of(make_ledger(env))
+
+    return make
+
+
+@pytest.fixture
+def use_cases(ledger: Ledger) -> UseCases:
+    """The use cases on the test's `ledger`."""
+    return use_cases_of(ledger)
+
+
+def register_active(use_cases: UseCases, partner: str, code: str, trust_level: str = "Basic") -> Customer:
+    return use_cases.customers.register_customer(partner, code, trust_level, status="ACTIVE")
+
+
+def open_btc_account(use_cases: UseCases, partner: str, customer_code: str, address: str) -> Account:
+    account, _ = use_cases.customers.open_account(partner, customer_code, address)
     return account
 
 
 @pytest.fixture
 def active_customer_with_btc_account(
-    ledger: Ledger, addresses: CustomerAddresses
+    use_cases: UseCases, addresses: CustomerAddresses
 ) -> Callable[..., tuple[Customer, Account]]:
-    """Registers an ACTIVE customer and opens a BTC account for it on `ledger`."""
+    """Registers an ACTIVE customer and opens a BTC account for it with the test's `use_cases`."""
 
     def make(partner: str, code: str, trust_level: str = "Basic") -> tuple[Customer, Account]:
-        register_active(ledger, partner, code, trust_level)
-        account = open_btc_account(ledger, partner, code, addresses.next("BTC"))
-        return ledger.customer(partner, code), account
+        register_active(use_cases, partner, code, trust_level)
+        account = open_btc_account(use_cases, partner, code, addresses.next("BTC"))
+        return use_cases.customers.customer(partner, code), account
 
     return make
 

@@ -11,6 +11,7 @@ from application.adapters.addresses import Bip32AddressBook
 from application.adapters.prices import FixedPrices
 from application.commands import BuyRequest, SellRequest
 from application.ledger import Ledger
+from application.use_cases import UseCases
 from domain.callback_urls import CallbackUrl, CallbackUrlRules
 
 HOOK = "https://hooks.example.com/ledger"
@@ -37,12 +38,13 @@ def test_a_buy_and_a_sell_check_their_callback_urls_host_once_each(
     _, account = active_customer_with_btc_account("demo", "hooked")
     check = CountingCheck(CallbackUrlRules(settings.callback_http_hosts))
     addresses = Bip32AddressBook(settings.cryptos)
-    ledger = Ledger(settings, FixedPrices(settings, clock), addresses, clock, postgres_env, check)
+    ledger = Ledger(settings, clock, postgres_env)
+    use_cases = UseCases.of(ledger, FixedPrices(settings, clock), addresses, check)
     try:
         buy = BuyRequest(
             "hooked", "EUR", "BTC", Decimal(100), account.customer_address, "BANK_EUR_BUY", callback_url=HOOK
         )
-        assert ledger.create_buy("demo", buy, stage=True).order.callback_url == HOOK
+        assert use_cases.buys.create("demo", buy, stage=True).order.callback_url == HOOK
         assert check.accepted == [HOOK]
         sell = SellRequest(
             "hooked",
@@ -53,7 +55,7 @@ def test_a_buy_and_a_sell_check_their_callback_urls_host_once_each(
             crypto_amount=Decimal("0.001"),
             callback_url=HOOK,
         )
-        assert ledger.create_sell("demo", sell).order.callback_url == HOOK
+        assert use_cases.sells.create("demo", sell).order.callback_url == HOOK
         assert check.accepted == [HOOK, HOOK]
     finally:
         ledger.close()

@@ -14,6 +14,7 @@ from application.store import database
 from application.store.database import (
     ApiPools,
     api_pools,
+    connection_budget,
     ensure_schema,
     eventsourcing_env,
     resolve_database_url,
@@ -62,9 +63,10 @@ def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypat
 
 
 def test_env_from_a_socket_url_uses_the_socket_directory_as_host(monkeypatch):
-    monkeypatch.setenv("BROKER_LEDGER_DB_CONNECTIONS", "10")
     monkeypatch.delenv("PGPORT", raising=False)
-    env = eventsourcing_env("postgresql://postgres:@/postgres?host=/tmp/bl-pg-x/pgdata", "t_1")
+    env = eventsourcing_env(
+        "postgresql://postgres:@/postgres?host=/tmp/bl-pg-x/pgdata", "t_1", connections=10
+    )
     assert env["POSTGRES_HOST"] == "/tmp/bl-pg-x/pgdata"
     assert env["POSTGRES_PORT"] == "5432"
     assert env["POSTGRES_USER"] == "postgres"
@@ -83,10 +85,9 @@ def test_the_connection_budget_is_shared_by_the_api_pools_without_going_over():
 
 
 @pytest.mark.parametrize("value", ["many", "3", "0"])
-def test_a_connection_budget_that_is_not_a_number_of_at_least_4_is_refused(monkeypatch, value):
-    monkeypatch.setenv("BROKER_LEDGER_DB_CONNECTIONS", value)
+def test_a_connection_budget_that_is_not_a_number_of_at_least_4_is_refused(value):
     with pytest.raises(ValueError, match="BROKER_LEDGER_DB_CONNECTIONS"):
-        eventsourcing_env("postgresql://u@h/d", "s")
+        connection_budget(value)
 
 
 def test_a_tagged_url_names_its_connections_in_pg_stat_activity(database_url):
@@ -110,8 +111,7 @@ def test_with_database_changes_only_the_database(url):
 
 
 def test_database_url_from_the_environment_is_used_as_it_is(monkeypatch, tmp_path):
-    monkeypatch.setenv("DATABASE_URL", "postgresql://u:p@h:1/d")
-    assert resolve_database_url(tmp_path) == "postgresql://u:p@h:1/d"
+    assert resolve_database_url(tmp_path, "postgresql://u:p@h:1/d") == "postgresql://u:p@h:1/d"
     assert not (tmp_path / "pgdata").exists()
 
 
@@ -162,10 +162,10 @@ def test_without_database_url_an_embedded_server_is_started(monkeypatch, caplog)
     var_dir = Path(tempfile.mkdtemp(prefix="bl-v-", dir="/tmp")) / "var"
     try:
         with caplog.at_level(logging.INFO, logger=database.__name__):
-            url = resolve_database_url(var_dir)
+            url = resolve_database_url(var_dir, "")
         assert (var_dir / "pgdata" / "PG_VERSION").exists()
         assert "embedded" in caplog.text
-        assert resolve_database_url(var_dir) == url  # the running server is reused
+        assert resolve_database_url(var_dir, "") == url  # the running server is reused
         with psycopg.connect(url, connect_timeout=5) as connection:
             assert connection.execute("select 1").fetchone() == (1,)
     finally:

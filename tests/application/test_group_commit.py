@@ -13,7 +13,7 @@ from eventsourcing.persistence import IntegrityError, RecordConflictError
 from prometheus_client import REGISTRY
 
 from application.store.group_commit import GroupCommitRecorder, PendingSave
-from application.store.positions import WritePosition
+from application.store.unit_of_work import UnitOfWork
 from tests.application.notes import Note
 
 WRITERS = 16
@@ -31,7 +31,7 @@ def pending(app: Application[UUID], *aggregates: Aggregate, partner: str | None 
     """The save `app.save(*aggregates)` would hand to the committer (within a request of `partner`)."""
     assert isinstance(app.recorder, GroupCommitRecorder)
     events = [app.mapper.to_stored_event(e) for a in aggregates for e in a.collect_events()]
-    return PendingSave(events, WritePosition(partner) if partner else None)
+    return PendingSave(events, UnitOfWork(partner) if partner else None)
 
 
 @pytest.fixture
@@ -161,7 +161,7 @@ def test_a_batch_keeps_each_partners_position_no_lower_than_its_last_event(noteb
     notebook.recorder.commit_batch(batch)
     last = batch[-1].notification_ids[-1]
     assert position_of("a") == position_of("b") == last  # the batch's last event: all visible at one commit
-    assert [save.writes.kept for save in batch[:3]] == [save.notification_ids[-1] for save in batch[:3]]
+    assert [save.unit.kept for save in batch[:3]] == [save.notification_ids[-1] for save in batch[:3]]
 
 
 def test_a_position_kept_beside_a_refused_save_points_at_an_event_that_was_written(notebook, position_of):

@@ -16,7 +16,8 @@ from eventsourcing.persistence import OperationalError, RecordConflictError
 from application.store import group_commit
 from application.store.binary_arrays import TextArray
 from application.store.group_commit import GroupCommitRecorder
-from application.store.save_queue import CompanionRefused, PendingSave, with_first_save
+from application.store.save_queue import CompanionRefused, PendingSave
+from application.store.unit_of_work import UnitOfWork
 from tests.application.notes import Note
 
 
@@ -123,9 +124,10 @@ def test_a_companion_whose_committer_does_not_return_fails_within_the_wait_limit
 
 def test_statements_for_the_first_save_ride_with_it_and_only_with_it(notebook):
     first, second = Note("first"), Note("second")
-    with with_first_save([insert_words(notebook, "theta")]) as holder:
-        notebook.save(first)
-        notebook.save(second)
+    unit = UnitOfWork("demo")
+    holder = unit.ride_with_first_save([insert_words(notebook, "theta")])
+    notebook.save(first, unit=unit)
+    notebook.save(second, unit=unit)
     assert holder.rows == [[("theta",)]] and holder.refused is None
     assert stored_words(notebook) == ["theta"]
     assert [notebook.repository.get(note.id).text for note in (first, second)] == ["first", "second"]
@@ -149,8 +151,10 @@ def test_a_save_whose_statements_are_refused_writes_none_of_its_events(notebook)
 
 def test_a_save_refused_for_its_statements_fails_its_use_case_at_once(notebook):
     recorder_of(notebook).commit_batch([pending_companion(insert_words(notebook, "kappa"))])
-    with with_first_save([insert_words(notebook, "kappa")]) as holder, pytest.raises(CompanionRefused):
-        notebook.save(Note("never written"))
+    unit = UnitOfWork("demo")
+    holder = unit.ride_with_first_save([insert_words(notebook, "kappa")])
+    with pytest.raises(CompanionRefused):
+        notebook.save(Note("never written"), unit=unit)
     assert holder.refused is not None and holder.rows is None
 
 
@@ -161,9 +165,10 @@ def test_statements_of_a_save_that_lost_a_version_race_wait_for_the_next_save(no
     winner.amend("winner")
     notebook.save(winner)
     stale.amend("stale")
-    with with_first_save([insert_words(notebook, "lambda")]) as holder:
-        with pytest.raises(RecordConflictError):
-            notebook.save(stale)
-        assert holder.rows is None and stored_words(notebook) == []
-        notebook.save(Note("the retry's save"))
+    unit = UnitOfWork("demo")
+    holder = unit.ride_with_first_save([insert_words(notebook, "lambda")])
+    with pytest.raises(RecordConflictError):
+        notebook.save(stale, unit=unit)
+    assert holder.rows is None and stored_words(notebook) == []
+    notebook.save(Note("the retry's save"), unit=unit)
     assert holder.rows == [[("lambda",)]]

@@ -9,8 +9,8 @@ from decimal import Decimal
 import pytest
 
 from application.commands import BuyRequest, DepositReport, SellRequest, SendoutReport
-from application.ledger import Ledger
 from application.sweeper import OverdueTransactions
+from application.use_cases import UseCases
 from domain.errors import (
     CryptoAddressInvalid,
     CustomerAlreadyExists,
@@ -32,7 +32,7 @@ BTC_CONFIRMED = 2  # required_confirmations of BTC in the demo settings
 
 
 def buy(
-    ledger: Ledger,
+    use_cases: UseCases,
     partner: str,
     customer: str,
     address: str,
@@ -49,11 +49,11 @@ def buy(
         destination_address=address,
         payment_method=method,
     )
-    return ledger.create_buy(partner, request, stage=stage)
+    return use_cases.buys.create(partner, request, stage=stage)
 
 
 def sell(
-    ledger: Ledger,
+    use_cases: UseCases,
     partner: str,
     customer: str,
     account_code: str,
@@ -69,11 +69,11 @@ def sell(
         crypto_amount=None if crypto_amount is None else Decimal(crypto_amount),
         fiat_value=None if fiat_value is None else Decimal(fiat_value),
     )
-    return ledger.create_sell(partner, request)
+    return use_cases.sells.create(partner, request)
 
 
 def deposit(
-    ledger: Ledger, partner: str, sold: Transaction, confirmations: int, amount: Decimal | None = None
+    use_cases: UseCases, partner: str, sold: Transaction, confirmations: int, amount: Decimal | None = None
 ) -> Transaction:
     report = DepositReport(
         crypto="BTC",
@@ -82,93 +82,101 @@ def deposit(
         crypto_amount=sold.order.quote.crypto_amount if amount is None else amount,
         confirmations=confirmations,
     )
-    return ledger.report_deposit(partner, report)
+    return use_cases.settlement.report_deposit(partner, report)
 
 
-def used(ledger: Ledger, partner: str, customer: str, direction: str, period: str = "daily") -> Decimal:
-    [usage] = [u for u in ledger.limits(partner, customer) if u.direction == direction and u.period == period]
+def used(use_cases: UseCases, partner: str, customer: str, direction: str, period: str = "daily") -> Decimal:
+    [usage] = [
+        u
+        for u in use_cases.limits.usage(partner, customer)
+        if u.direction == direction and u.period == period
+    ]
     return usage.used
 
 
 # --- customers ---------------------------------------------------------------------------------------
 
 
-def test_a_customer_is_registered_new_and_activated_once(ledger):
-    customer = ledger.register_customer("demo", "alice", "Basic")
+def test_a_customer_is_registered_new_and_activated_once(use_cases):
+    customer = use_cases.customers.register_customer("demo", "alice", "Basic")
     assert customer.status == "NEW"
-    activated = ledger.activate_customer("demo", "alice", "ACTIVE")
+    activated = use_cases.customers.activate_customer("demo", "alice", "ACTIVE")
     assert activated.status == "ACTIVE"
-    again = ledger.activate_customer("demo", "alice", "ACTIVE")
+    again = use_cases.customers.activate_customer("demo", "alice", "ACTIVE")
     assert again.version == activated.version
 
 
-def test_registering_the_same_customer_code_twice_is_refused(ledger):
-    register_active(ledger, "demo", "alice")
+def test_registering_the_same_customer_code_twice_is_refused(ledger, use_cases):
+    register_active(use_cases, "demo", "alice")
     with pytest.raises(CustomerAlreadyExists):
-        ledger.register_customer("demo", "alice", "Plus")
-    assert ledger.customer("demo", "alice").trust_level == "Basic"
+        use_cases.customers.register_customer("demo", "alice", "Plus")
+    assert ledger.store.customer("demo", "alice").trust_level == "Basic"
 
 
-def test_an_unknown_trust_level_is_refused_and_nothing_is_registered(ledger):
+def test_an_unknown_trust_level_is_refused_and_nothing_is_registered(ledger, use_cases):
     with pytest.raises(TrustLevelUnknown):
-        ledger.register_customer("demo", "alice", "Platinum")
+        use_cases.customers.register_customer("demo", "alice", "Platinum")
     with pytest.raises(CustomerNotFound):
-        ledger.customer("demo", "alice")
+        ledger.store.customer("demo", "alice")
 
 
-def test_another_partner_registers_the_same_code_and_neither_sees_the_others_customer(ledger):
-    ledger.register_customer("demo", "alice", "Basic")
-    ledger.register_customer("other", "bob", "Plus")
-    theirs = ledger.register_customer("other", "alice", "Plus")
-    assert theirs.id != ledger.customer("demo", "alice").id
-    assert ledger.customer("other", "alice").trust_level == "Plus"
+def test_another_partner_registers_the_same_code_and_neither_sees_the_others_customer(ledger, use_cases):
+    use_cases.customers.register_customer("demo", "alice", "Basic")
+    use_cases.customers.register_customer("other", "bob", "Plus")
+    theirs = use_cases.customers.register_customer("other", "alice", "Plus")
+    assert theirs.id != ledger.store.customer("demo", "alice").id
+    assert ledger.store.customer("other", "alice").trust_level == "Plus"
     with pytest.raises(CustomerNotFound):
-        ledger.customer("demo", "bob")
+        ledger.store.customer("demo", "bob")
     with pytest.raises(CustomerNotFound):
-        ledger.activate_customer("demo", "bob", "ACTIVE")
+        use_cases.customers.activate_customer("demo", "bob", "ACTIVE")
     with pytest.raises(CustomerNotFound):
-        ledger.limits("other", "nobody")
+        use_cases.limits.usage("other", "nobody")
 
 
-def test_a_new_customer_can_neither_buy_nor_sell(ledger, addresses):
-    ledger.register_customer("demo", "alice", "Basic")
+def test_a_new_customer_can_neither_buy_nor_sell(use_cases, addresses):
+    use_cases.customers.register_customer("demo", "alice", "Basic")
     address = addresses.next()
-    account = open_btc_account(ledger, "demo", "alice", address)
+    account = open_btc_account(use_cases, "demo", "alice", address)
     with pytest.raises(CustomerNotActive):
-        buy(ledger, "demo", "alice", address, "100")
+        buy(use_cases, "demo", "alice", address, "100")
     with pytest.raises(CustomerNotActive):
-        sell(ledger, "demo", "alice", account.code, crypto_amount="0.001")
-    assert used(ledger, "demo", "alice", "buy") == 0
-    ledger.activate_customer("demo", "alice", "ACTIVE")
-    assert buy(ledger, "demo", "alice", address, "100").status == Status.STAGED
+        sell(use_cases, "demo", "alice", account.code, crypto_amount="0.001")
+    assert used(use_cases, "demo", "alice", "buy") == 0
+    use_cases.customers.activate_customer("demo", "alice", "ACTIVE")
+    assert buy(use_cases, "demo", "alice", address, "100").status == Status.STAGED
 
 
 # --- accounts ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("crypto", ["BTC", "ETH", "LTC"])
-def test_the_crypto_of_an_account_is_detected_from_the_customers_address(ledger, addresses, crypto):
-    register_active(ledger, "demo", "alice")
+def test_the_crypto_of_an_account_is_detected_from_the_customers_address(
+    ledger, use_cases, addresses, crypto
+):
+    register_active(use_cases, "demo", "alice")
     customer_address = addresses.next(crypto)
-    account, created = ledger.open_account("demo", "alice", customer_address)
+    account, created = use_cases.customers.open_account("demo", "alice", customer_address)
     assert created
     assert account.crypto == crypto
     assert account.customer_address == customer_address
-    assert ledger.context.addresses.is_valid(crypto, account.deposit_address)
+    assert use_cases.context.addresses.is_valid(crypto, account.deposit_address)
     assert account.deposit_path.startswith(ledger.settings.cryptos[crypto].derivation_path + "/0/")
-    assert account.code in ledger.customer("demo", "alice").account_codes
+    assert account.code in ledger.store.customer("demo", "alice").account_codes
 
 
-def test_opening_an_account_for_the_same_address_again_returns_the_existing_account(ledger, addresses):
-    register_active(ledger, "demo", "alice")
+def test_opening_an_account_for_the_same_address_again_returns_the_existing_account(
+    ledger, use_cases, addresses
+):
+    register_active(use_cases, "demo", "alice")
     customer_address = addresses.next()
-    first, created_first = ledger.open_account("demo", "alice", customer_address)
-    again, created_again = ledger.open_account("demo", "alice", customer_address, "BTC")
+    first, created_first = use_cases.customers.open_account("demo", "alice", customer_address)
+    again, created_again = use_cases.customers.open_account("demo", "alice", customer_address, "BTC")
     assert (created_first, created_again) == (True, False)
     assert again.code == first.code
     assert again.deposit_address == first.deposit_address
     assert again.version == first.version
-    assert ledger.customer("demo", "alice").account_codes == [first.code]
+    assert ledger.store.customer("demo", "alice").account_codes == [first.code]
 
 
 @pytest.mark.parametrize(
@@ -179,142 +187,146 @@ def test_opening_an_account_for_the_same_address_again_returns_the_existing_acco
         ("0x9858EfFD232B4033E47d90003D41EC34EcaEda94", "BTC"),  # an ETH address named as BTC
     ],
 )
-def test_an_invalid_customer_address_is_refused(ledger, address, crypto):
-    register_active(ledger, "demo", "alice")
+def test_an_invalid_customer_address_is_refused(ledger, use_cases, address, crypto):
+    register_active(use_cases, "demo", "alice")
     with pytest.raises(CryptoAddressInvalid):
-        ledger.open_account("demo", "alice", address, crypto)
-    assert ledger.customer("demo", "alice").account_codes == []
+        use_cases.customers.open_account("demo", "alice", address, crypto)
+    assert ledger.store.customer("demo", "alice").account_codes == []
 
 
 # --- buys --------------------------------------------------------------------------------------------
 
 
-def test_a_staged_buy_is_committed_and_completes_once_its_sendout_is_confirmed(ledger, addresses):
-    register_active(ledger, "demo", "alice")
+def test_a_staged_buy_is_committed_and_completes_once_its_sendout_is_confirmed(use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    account = open_btc_account(ledger, "demo", "alice", address)
-    staged = buy(ledger, "demo", "alice", address, "250.00")
+    account = open_btc_account(use_cases, "demo", "alice", address)
+    staged = buy(use_cases, "demo", "alice", address, "250.00")
     assert staged.status == Status.STAGED
     assert staged.order.account_code == account.code
     assert staged.order.destination_address == address
     quote = staged.order.quote
     assert quote.fiat_value == quote.crypto_value + quote.fees.total_fiat == Decimal("250.00")
 
-    assert ledger.commit("demo", staged.code).status == Status.SENDING
-    seen = ledger.report_sendout("demo", SendoutReport(staged.code, "sendout-1", BTC_CONFIRMED - 1))
+    assert use_cases.buys.commit("demo", staged.code).status == Status.SENDING
+    seen = use_cases.settlement.report_sendout(
+        "demo", SendoutReport(staged.code, "sendout-1", BTC_CONFIRMED - 1)
+    )
     assert seen.status == Status.SENDING
     assert seen.payment.confirmations == BTC_CONFIRMED - 1
-    done = ledger.report_sendout("demo", SendoutReport(staged.code, "sendout-1", BTC_CONFIRMED))
+    done = use_cases.settlement.report_sendout("demo", SendoutReport(staged.code, "sendout-1", BTC_CONFIRMED))
     assert done.status == Status.COMPLETED
-    repeated = ledger.report_sendout("demo", SendoutReport(staged.code, "sendout-1", BTC_CONFIRMED + 3))
+    repeated = use_cases.settlement.report_sendout(
+        "demo", SendoutReport(staged.code, "sendout-1", BTC_CONFIRMED + 3)
+    )
     assert repeated.version == done.version
 
 
-def test_another_partner_can_neither_see_nor_move_a_transaction(ledger, addresses):
-    register_active(ledger, "demo", "alice")
-    register_active(ledger, "other", "alice")
+def test_another_partner_can_neither_see_nor_move_a_transaction(ledger, use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
+    register_active(use_cases, "other", "alice")
     address = addresses.next()
-    open_btc_account(ledger, "demo", "alice", address)
-    staged = buy(ledger, "demo", "alice", address, "100")
+    open_btc_account(use_cases, "demo", "alice", address)
+    staged = buy(use_cases, "demo", "alice", address, "100")
     with pytest.raises(TransactionNotFound):
-        ledger.transaction("other", staged.code)
+        ledger.store.transaction("other", staged.code)
     with pytest.raises(TransactionNotFound):
-        ledger.commit("other", staged.code)
+        use_cases.buys.commit("other", staged.code)
     with pytest.raises(TransactionNotFound):
-        ledger.report_sendout("other", SendoutReport(staged.code, "sendout-1", 1))
-    assert ledger.transaction("demo", staged.code).version == staged.version
+        use_cases.settlement.report_sendout("other", SendoutReport(staged.code, "sendout-1", 1))
+    assert ledger.store.transaction("demo", staged.code).version == staged.version
 
 
-def test_a_buy_created_without_stage_is_sending(ledger, addresses):
-    register_active(ledger, "demo", "alice")
+def test_a_buy_created_without_stage_is_sending(use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    open_btc_account(ledger, "demo", "alice", address)
-    assert buy(ledger, "demo", "alice", address, "100", stage=False).status == Status.SENDING
+    open_btc_account(use_cases, "demo", "alice", address)
+    assert buy(use_cases, "demo", "alice", address, "100", stage=False).status == Status.SENDING
 
 
-def test_creating_a_transaction_again_with_its_code_returns_the_first_and_reserves_once(ledger, addresses):
-    register_active(ledger, "demo", "alice")
+def test_creating_a_transaction_again_with_its_code_returns_the_first_and_reserves_once(use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    account = open_btc_account(ledger, "demo", "alice", address)
+    account = open_btc_account(use_cases, "demo", "alice", address)
     request = BuyRequest("alice", "EUR", "BTC", Decimal("300"), address, "BANK_EUR_BUY")
-    first = ledger.create_buy("demo", request, stage=True, code="TX-RETRIED-BUY")
-    again = ledger.create_buy("demo", request, stage=True, code="TX-RETRIED-BUY")
+    first = use_cases.buys.create("demo", request, stage=True, code="TX-RETRIED-BUY")
+    again = use_cases.buys.create("demo", request, stage=True, code="TX-RETRIED-BUY")
     assert (again.code, again.version) == (first.code, first.version)
     sale = SellRequest("alice", account.code, "EUR", "BTC", "BANK_EUR_SELL", fiat_value=Decimal("200"))
-    sold = ledger.create_sell("demo", sale, code="TX-RETRIED-SELL")
-    assert ledger.create_sell("demo", sale, code="TX-RETRIED-SELL").order == sold.order
-    assert used(ledger, "demo", "alice", "buy") == Decimal("300")
-    assert used(ledger, "demo", "alice", "sell") == Decimal("200")
+    sold = use_cases.sells.create("demo", sale, code="TX-RETRIED-SELL")
+    assert use_cases.sells.create("demo", sale, code="TX-RETRIED-SELL").order == sold.order
+    assert used(use_cases, "demo", "alice", "buy") == Decimal("300")
+    assert used(use_cases, "demo", "alice", "sell") == Decimal("200")
 
 
-def test_only_a_staged_buy_can_be_committed(ledger, addresses):
-    register_active(ledger, "demo", "alice")
+def test_only_a_staged_buy_can_be_committed(ledger, use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    account = open_btc_account(ledger, "demo", "alice", address)
-    sending = buy(ledger, "demo", "alice", address, "100", stage=False)
-    sold = sell(ledger, "demo", "alice", account.code, crypto_amount="0.001")
+    account = open_btc_account(use_cases, "demo", "alice", address)
+    sending = buy(use_cases, "demo", "alice", address, "100", stage=False)
+    sold = sell(use_cases, "demo", "alice", account.code, crypto_amount="0.001")
     for code in (sending.code, sold.code):
         with pytest.raises(TransactionNotStaged):
-            ledger.commit("demo", code)
-    assert ledger.transaction("demo", sending.code).version == sending.version
-    assert ledger.transaction("demo", sold.code).version == sold.version
+            use_cases.buys.commit("demo", code)
+    assert ledger.store.transaction("demo", sending.code).version == sending.version
+    assert ledger.store.transaction("demo", sold.code).version == sold.version
 
 
 def test_a_staged_buy_committed_after_valid_until_is_cancelled_and_its_limit_released(
-    ledger, addresses, clock
+    ledger, use_cases, addresses, clock
 ):
-    register_active(ledger, "demo", "alice")
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    open_btc_account(ledger, "demo", "alice", address)
-    staged = buy(ledger, "demo", "alice", address, "400")
-    assert used(ledger, "demo", "alice", "buy") == Decimal("400")
+    open_btc_account(use_cases, "demo", "alice", address)
+    staged = buy(use_cases, "demo", "alice", address, "400")
+    assert used(use_cases, "demo", "alice", "buy") == Decimal("400")
     clock.set(staged.valid_until)
     clock.advance(seconds=1)
     with pytest.raises(TransactionExpired):
-        ledger.commit("demo", staged.code)
-    cancelled = ledger.transaction("demo", staged.code)
+        use_cases.buys.commit("demo", staged.code)
+    cancelled = ledger.store.transaction("demo", staged.code)
     assert cancelled.status == Status.CANCELLED
     assert cancelled.cancel_reason == "expired"
-    assert used(ledger, "demo", "alice", "buy") == 0
-    assert used(ledger, "demo", "alice", "buy", "monthly") == 0
+    assert used(use_cases, "demo", "alice", "buy") == 0
+    assert used(use_cases, "demo", "alice", "buy", "monthly") == 0
     with pytest.raises(TransactionNotStaged):
-        ledger.commit("demo", staged.code)
+        use_cases.buys.commit("demo", staged.code)
 
 
-def test_a_staged_buy_can_still_be_committed_at_its_valid_until(ledger, addresses, clock):
-    register_active(ledger, "demo", "alice")
+def test_a_staged_buy_can_still_be_committed_at_its_valid_until(use_cases, addresses, clock):
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    open_btc_account(ledger, "demo", "alice", address)
-    staged = buy(ledger, "demo", "alice", address, "100", method="CARD_EUR_BUY")
+    open_btc_account(use_cases, "demo", "alice", address)
+    staged = buy(use_cases, "demo", "alice", address, "100", method="CARD_EUR_BUY")
     assert staged.valid_until - staged.created == timedelta(minutes=15)
     clock.set(staged.valid_until)
-    assert ledger.commit("demo", staged.code).status == Status.SENDING
+    assert use_cases.buys.commit("demo", staged.code).status == Status.SENDING
 
 
 def test_expire_overdue_cancels_overdue_staged_buys_and_unpaid_sells_but_not_committed_ones(
-    ledger, addresses, clock
+    ledger, use_cases, addresses, clock
 ):
-    register_active(ledger, "demo", "alice", "Plus")
+    register_active(use_cases, "demo", "alice", "Plus")
     address = addresses.next()
-    account = open_btc_account(ledger, "demo", "alice", address)
-    staged = buy(ledger, "demo", "alice", address, "100")
-    staged_card = buy(ledger, "demo", "alice", address, "100", method="CARD_EUR_BUY")  # 15 minutes
-    committed = buy(ledger, "demo", "alice", address, "100")
-    ledger.commit("demo", committed.code)
-    sending = buy(ledger, "demo", "alice", address, "100", stage=False)
-    unpaid = sell(ledger, "demo", "alice", account.code, crypto_amount="0.002")
-    paid = sell(ledger, "demo", "alice", account.code, crypto_amount="0.003")
-    deposit(ledger, "demo", paid, confirmations=0)
-    assert used(ledger, "demo", "alice", "buy") == Decimal("400")
+    account = open_btc_account(use_cases, "demo", "alice", address)
+    staged = buy(use_cases, "demo", "alice", address, "100")
+    staged_card = buy(use_cases, "demo", "alice", address, "100", method="CARD_EUR_BUY")  # 15 minutes
+    committed = buy(use_cases, "demo", "alice", address, "100")
+    use_cases.buys.commit("demo", committed.code)
+    sending = buy(use_cases, "demo", "alice", address, "100", stage=False)
+    unpaid = sell(use_cases, "demo", "alice", account.code, crypto_amount="0.002")
+    paid = sell(use_cases, "demo", "alice", account.code, crypto_amount="0.003")
+    deposit(use_cases, "demo", paid, confirmations=0)
+    assert used(use_cases, "demo", "alice", "buy") == Decimal("400")
 
-    overdue = OverdueTransactions(ledger)
+    overdue = OverdueTransactions(ledger, use_cases.settlement)
     clock.advance(minutes=16)
     assert overdue.expire_overdue() == [staged_card.code]
     clock.advance(minutes=15)
     assert sorted(overdue.expire_overdue()) == sorted([staged.code, unpaid.code])
     assert overdue.expire_overdue() == []
 
-    statuses = {code: ledger.transaction("demo", code).status for code in (
+    statuses = {code: ledger.store.transaction("demo", code).status for code in (
         staged.code, staged_card.code, committed.code, sending.code, unpaid.code, paid.code
     )}  # fmt: skip
     assert statuses == {
@@ -325,88 +337,93 @@ def test_expire_overdue_cancels_overdue_staged_buys_and_unpaid_sells_but_not_com
         unpaid.code: Status.CANCELLED,
         paid.code: Status.CONFIRMING,
     }
-    assert used(ledger, "demo", "alice", "buy") == Decimal("200")
-    assert used(ledger, "demo", "alice", "sell") == paid.order.limit_amount
+    assert used(use_cases, "demo", "alice", "buy") == Decimal("200")
+    assert used(use_cases, "demo", "alice", "sell") == paid.order.limit_amount
 
 
-def test_a_new_ledger_instance_sweeps_what_another_one_opened(make_ledger, ledger, addresses, clock):
-    register_active(ledger, "demo", "alice")
+def test_a_new_ledger_instance_sweeps_what_another_one_opened(
+    make_use_cases, ledger, use_cases, addresses, clock
+):
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    open_btc_account(ledger, "demo", "alice", address)
-    staged = buy(ledger, "demo", "alice", address, "100")
-    others = [buy(ledger, "demo", "alice", address, "10", stage=i == 1) for i in range(3)]
+    open_btc_account(use_cases, "demo", "alice", address)
+    staged = buy(use_cases, "demo", "alice", address, "100")
+    others = [buy(use_cases, "demo", "alice", address, "10", stage=i == 1) for i in range(3)]
     clock.advance(minutes=31)
-    swept = OverdueTransactions(make_ledger()).expire_overdue(batch=2)  # reads the log two openings at a time
+    fresh = make_use_cases()
+    swept = OverdueTransactions(fresh.ledger, fresh.settlement).expire_overdue(
+        batch=2
+    )  # two openings at a time
     assert sorted(swept) == sorted([staged.code, others[1].code])
-    assert OverdueTransactions(ledger).expire_overdue() == []
+    assert OverdueTransactions(ledger, use_cases.settlement).expire_overdue() == []
 
 
 # --- sells -------------------------------------------------------------------------------------------
 
 
-def test_a_sell_by_crypto_amount_is_paid_confirmed_and_paid_out_with_payouts(ledger, addresses):
-    register_active(ledger, "demo", "alice")
-    account = open_btc_account(ledger, "demo", "alice", addresses.next())
-    sold = sell(ledger, "demo", "alice", account.code, crypto_amount="0.01")
+def test_a_sell_by_crypto_amount_is_paid_confirmed_and_paid_out_with_payouts(use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
+    account = open_btc_account(use_cases, "demo", "alice", addresses.next())
+    sold = sell(use_cases, "demo", "alice", account.code, crypto_amount="0.01")
     assert sold.status == Status.INITIATED
     quote = sold.order.quote
     assert quote.crypto_amount == Decimal("0.01")
     assert quote.crypto_value == quote.fiat_value + quote.fees.total_fiat == Decimal("590.00")
 
-    assert deposit(ledger, "demo", sold, BTC_CONFIRMED - 1).status == Status.CONFIRMING
-    assert deposit(ledger, "demo", sold, BTC_CONFIRMED).status == Status.TO_PAYOUT
-    confirming = ledger.confirm_payout("demo", sold.code, reference="PAY-1")
+    assert deposit(use_cases, "demo", sold, BTC_CONFIRMED - 1).status == Status.CONFIRMING
+    assert deposit(use_cases, "demo", sold, BTC_CONFIRMED).status == Status.TO_PAYOUT
+    confirming = use_cases.settlement.confirm_payout("demo", sold.code, reference="PAY-1")
     assert confirming.status == Status.PAYOUT_CONFIRMING
-    paid = ledger.pay_out("demo", sold.code, bank_account="DE00")
+    paid = use_cases.settlement.pay_out("demo", sold.code, bank_account="DE00")
     assert paid.status == Status.COMPLETED
     assert (paid.payout_reference, paid.customer_bank_account_id) == ("PAY-1", "DE00")
     with pytest.raises(InvalidStateTransition):
-        ledger.pay_out("demo", sold.code)
+        use_cases.settlement.pay_out("demo", sold.code)
 
 
-def test_a_sell_by_fiat_value_pays_out_exactly_that_value(ledger, addresses):
-    register_active(ledger, "demo", "alice")
-    account = open_btc_account(ledger, "demo", "alice", addresses.next())
-    sold = sell(ledger, "demo", "alice", account.code, fiat_value="300.00")
+def test_a_sell_by_fiat_value_pays_out_exactly_that_value(use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
+    account = open_btc_account(use_cases, "demo", "alice", addresses.next())
+    sold = sell(use_cases, "demo", "alice", account.code, fiat_value="300.00")
     quote = sold.order.quote
     assert quote.fiat_value == Decimal("300.00")
     assert quote.crypto_value == quote.fiat_value + quote.fees.total_fiat
     assert sold.order.limit_amount == Decimal("300.00")
     with pytest.raises(InvalidStateTransition):
-        ledger.confirm_payout("demo", sold.code)
-    assert deposit(ledger, "demo", sold, BTC_CONFIRMED).status == Status.TO_PAYOUT
-    assert ledger.pay_out("demo", sold.code).status == Status.COMPLETED
+        use_cases.settlement.confirm_payout("demo", sold.code)
+    assert deposit(use_cases, "demo", sold, BTC_CONFIRMED).status == Status.TO_PAYOUT
+    assert use_cases.settlement.pay_out("demo", sold.code).status == Status.COMPLETED
 
 
-def test_a_confirmed_sell_of_a_partner_without_payouts_completes_at_once(ledger, addresses):
-    register_active(ledger, "other", "alice")
-    account = open_btc_account(ledger, "other", "alice", addresses.next())
-    sold = sell(ledger, "other", "alice", account.code, fiat_value="200")
-    assert deposit(ledger, "other", sold, BTC_CONFIRMED - 1).status == Status.CONFIRMING
-    done = deposit(ledger, "other", sold, BTC_CONFIRMED)
+def test_a_confirmed_sell_of_a_partner_without_payouts_completes_at_once(ledger, use_cases, addresses):
+    register_active(use_cases, "other", "alice")
+    account = open_btc_account(use_cases, "other", "alice", addresses.next())
+    sold = sell(use_cases, "other", "alice", account.code, fiat_value="200")
+    assert deposit(use_cases, "other", sold, BTC_CONFIRMED - 1).status == Status.CONFIRMING
+    done = deposit(use_cases, "other", sold, BTC_CONFIRMED)
     assert done.status == Status.COMPLETED
-    for payout in (ledger.confirm_payout, ledger.pay_out):
+    for payout in (use_cases.settlement.confirm_payout, use_cases.settlement.pay_out):
         with pytest.raises(PayoutsFeatureDisabled):
             payout("other", sold.code)
-    assert ledger.transaction("other", sold.code).version == done.version
+    assert ledger.store.transaction("other", sold.code).version == done.version
 
 
-def test_a_deposit_of_another_amount_blocks_the_sell(ledger, addresses):
-    register_active(ledger, "demo", "alice")
-    account = open_btc_account(ledger, "demo", "alice", addresses.next())
-    sold = sell(ledger, "demo", "alice", account.code, crypto_amount="0.01")
-    blocked = deposit(ledger, "demo", sold, BTC_CONFIRMED, amount=Decimal("0.00999999"))
+def test_a_deposit_of_another_amount_blocks_the_sell(use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
+    account = open_btc_account(use_cases, "demo", "alice", addresses.next())
+    sold = sell(use_cases, "demo", "alice", account.code, crypto_amount="0.01")
+    blocked = deposit(use_cases, "demo", sold, BTC_CONFIRMED, amount=Decimal("0.00999999"))
     assert blocked.status == Status.BLOCKED
     assert blocked.payment.amount == Decimal("0.00999999")
     with pytest.raises(InvalidStateTransition):
-        ledger.pay_out("demo", sold.code)
+        use_cases.settlement.pay_out("demo", sold.code)
 
 
-def test_a_deposit_to_an_address_that_is_no_sells_of_this_partner_is_refused(ledger, addresses):
-    register_active(ledger, "demo", "alice")
-    register_active(ledger, "other", "bob")
-    account = open_btc_account(ledger, "demo", "alice", addresses.next())
-    sold = sell(ledger, "demo", "alice", account.code, crypto_amount="0.01")
+def test_a_deposit_to_an_address_that_is_no_sells_of_this_partner_is_refused(ledger, use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
+    register_active(use_cases, "other", "bob")
+    account = open_btc_account(use_cases, "demo", "alice", addresses.next())
+    sold = sell(use_cases, "demo", "alice", account.code, crypto_amount="0.01")
     amount = sold.order.quote.crypto_amount
     for partner, address in [
         ("demo", addresses.next()),  # nobody's deposit address
@@ -414,90 +431,96 @@ def test_a_deposit_to_an_address_that_is_no_sells_of_this_partner_is_refused(led
         ("other", sold.order.destination_address),  # another partner's sell
     ]:
         with pytest.raises(DepositAddressUnknown):
-            ledger.report_deposit(partner, DepositReport("BTC", address, "tx-1", amount, BTC_CONFIRMED))
-    assert ledger.transaction("demo", sold.code).version == sold.version
+            use_cases.settlement.report_deposit(
+                partner, DepositReport("BTC", address, "tx-1", amount, BTC_CONFIRMED)
+            )
+    assert ledger.store.transaction("demo", sold.code).version == sold.version
 
 
-def test_each_sell_gets_its_own_deposit_address(ledger, addresses):
-    register_active(ledger, "demo", "alice", "Plus")
-    account = open_btc_account(ledger, "demo", "alice", addresses.next())
-    sells = [sell(ledger, "demo", "alice", account.code, fiat_value="50") for _ in range(4)]
+def test_each_sell_gets_its_own_deposit_address(use_cases, addresses):
+    register_active(use_cases, "demo", "alice", "Plus")
+    account = open_btc_account(use_cases, "demo", "alice", addresses.next())
+    sells = [sell(use_cases, "demo", "alice", account.code, fiat_value="50") for _ in range(4)]
     deposit_addresses = {s.order.destination_address for s in sells} | {account.deposit_address}
     paths = {s.order.deposit_path for s in sells} | {account.deposit_path}
     assert len(deposit_addresses) == len(paths) == 5
-    assert all(ledger.context.addresses.is_valid("BTC", a) for a in deposit_addresses)
+    assert all(use_cases.context.addresses.is_valid("BTC", a) for a in deposit_addresses)
 
 
 # --- limits ------------------------------------------------------------------------------------------
 
 
-def test_a_buy_past_the_daily_limit_is_refused_and_reserves_nothing(ledger, addresses):
-    register_active(ledger, "demo", "alice")
+def test_a_buy_past_the_daily_limit_is_refused_and_reserves_nothing(use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    open_btc_account(ledger, "demo", "alice", address)
-    buy(ledger, "demo", "alice", address, "600")
-    buy(ledger, "demo", "alice", address, "400", stage=False)  # exactly the Basic limit of 1000 EUR
+    open_btc_account(use_cases, "demo", "alice", address)
+    buy(use_cases, "demo", "alice", address, "600")
+    buy(use_cases, "demo", "alice", address, "400", stage=False)  # exactly the Basic limit of 1000 EUR
     with pytest.raises(TrustLevelLimitExceeded):
-        buy(ledger, "demo", "alice", address, "10")
-    [daily] = [u for u in ledger.limits("demo", "alice") if (u.direction, u.period) == ("buy", "daily")]
+        buy(use_cases, "demo", "alice", address, "10")
+    [daily] = [
+        u for u in use_cases.limits.usage("demo", "alice") if (u.direction, u.period) == ("buy", "daily")
+    ]
     assert (daily.limit, daily.used, daily.remaining, daily.currency) == (1000, 1000, 0, "EUR")
     assert daily.key == "2026-03-10"
-    assert used(ledger, "demo", "alice", "sell") == 0
+    assert used(use_cases, "demo", "alice", "sell") == 0
 
 
-def test_usd_counts_against_the_limit_at_its_rate_to_base(ledger, addresses):
-    register_active(ledger, "demo", "alice")
+def test_usd_counts_against_the_limit_at_its_rate_to_base(use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    open_btc_account(ledger, "demo", "alice", address)
-    in_usd = buy(ledger, "demo", "alice", address, "1000", method="BANK_USD_BUY", currency="USD")
+    open_btc_account(use_cases, "demo", "alice", address)
+    in_usd = buy(use_cases, "demo", "alice", address, "1000", method="BANK_USD_BUY", currency="USD")
     assert in_usd.order.limit_amount == Decimal("920.00")
-    assert used(ledger, "demo", "alice", "buy") == Decimal("920.00")
+    assert used(use_cases, "demo", "alice", "buy") == Decimal("920.00")
     with pytest.raises(TrustLevelLimitExceeded):
-        buy(ledger, "demo", "alice", address, "80.01")
-    buy(ledger, "demo", "alice", address, "80")
-    assert used(ledger, "demo", "alice", "buy", "monthly") == Decimal("1000")
+        buy(use_cases, "demo", "alice", address, "80.01")
+    buy(use_cases, "demo", "alice", address, "80")
+    assert used(use_cases, "demo", "alice", "buy", "monthly") == Decimal("1000")
 
 
-def test_sells_have_their_own_limit(ledger, addresses):
-    register_active(ledger, "demo", "alice")
+def test_sells_have_their_own_limit(use_cases, addresses):
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    account = open_btc_account(ledger, "demo", "alice", address)
-    buy(ledger, "demo", "alice", address, "1000")
-    sell(ledger, "demo", "alice", account.code, fiat_value="1000")
+    account = open_btc_account(use_cases, "demo", "alice", address)
+    buy(use_cases, "demo", "alice", address, "1000")
+    sell(use_cases, "demo", "alice", account.code, fiat_value="1000")
     with pytest.raises(TrustLevelLimitExceeded):
-        sell(ledger, "demo", "alice", account.code, fiat_value="5")
-    assert used(ledger, "demo", "alice", "sell") == Decimal("1000")
+        sell(use_cases, "demo", "alice", account.code, fiat_value="5")
+    assert used(use_cases, "demo", "alice", "sell") == Decimal("1000")
 
 
-def test_the_daily_limit_starts_afresh_each_day_within_the_monthly_limit(ledger, addresses, clock):
-    register_active(ledger, "demo", "alice")
+def test_the_daily_limit_starts_afresh_each_day_within_the_monthly_limit(use_cases, addresses, clock):
+    register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    open_btc_account(ledger, "demo", "alice", address)
+    open_btc_account(use_cases, "demo", "alice", address)
     for _ in range(5):
-        buy(ledger, "demo", "alice", address, "1000", stage=False)
+        buy(use_cases, "demo", "alice", address, "1000", stage=False)
         clock.advance(days=1)
-    assert used(ledger, "demo", "alice", "buy") == 0
-    assert used(ledger, "demo", "alice", "buy", "monthly") == Decimal("5000")
+    assert used(use_cases, "demo", "alice", "buy") == 0
+    assert used(use_cases, "demo", "alice", "buy", "monthly") == Decimal("5000")
     with pytest.raises(TrustLevelLimitExceeded):
-        buy(ledger, "demo", "alice", address, "10")
+        buy(use_cases, "demo", "alice", address, "10")
 
 
 # --- reloading ---------------------------------------------------------------------------------------
 
 
-def test_aggregates_reloaded_by_another_ledger_equal_the_ones_returned(make_ledger, ledger, addresses):
-    customer = register_active(ledger, "demo", "alice")
+def test_aggregates_reloaded_by_another_ledger_equal_the_ones_returned(
+    make_ledger, ledger, use_cases, addresses
+):
+    customer = register_active(use_cases, "demo", "alice")
     address = addresses.next()
-    account = open_btc_account(ledger, "demo", "alice", address)
-    customer = ledger.customer("demo", "alice")
-    bought = buy(ledger, "demo", "alice", address, "123.45", stage=False)
-    bought = ledger.report_sendout("demo", SendoutReport(bought.code, "sendout-1", 1))
-    sold = sell(ledger, "demo", "alice", account.code, crypto_amount="0.00123456")
-    sold = deposit(ledger, "demo", sold, BTC_CONFIRMED)
-    sold = ledger.confirm_payout("demo", sold.code, reference="R1", bank_account="B1")
+    account = open_btc_account(use_cases, "demo", "alice", address)
+    customer = ledger.store.customer("demo", "alice")
+    bought = buy(use_cases, "demo", "alice", address, "123.45", stage=False)
+    bought = use_cases.settlement.report_sendout("demo", SendoutReport(bought.code, "sendout-1", 1))
+    sold = sell(use_cases, "demo", "alice", account.code, crypto_amount="0.00123456")
+    sold = deposit(use_cases, "demo", sold, BTC_CONFIRMED)
+    sold = use_cases.settlement.confirm_payout("demo", sold.code, reference="R1", bank_account="B1")
 
     reader = make_ledger()
-    assert reader.customer("demo", "alice").__dict__ == customer.__dict__
-    assert reader.account("demo", account.code).__dict__ == account.__dict__
-    assert reader.transaction("demo", bought.code).__dict__ == bought.__dict__
-    assert reader.transaction("demo", sold.code).__dict__ == sold.__dict__
+    assert reader.store.customer("demo", "alice").__dict__ == customer.__dict__
+    assert reader.store.account("demo", account.code).__dict__ == account.__dict__
+    assert reader.store.transaction("demo", bought.code).__dict__ == bought.__dict__
+    assert reader.store.transaction("demo", sold.code).__dict__ == sold.__dict__

@@ -18,6 +18,7 @@ from psycopg.sql import SQL, Identifier
 
 from application.commands import BuyRequest
 from application.ledger import Ledger
+from application.use_cases import UseCases
 from domain.errors import InvalidStateTransition, TrustLevelLimitExceeded
 from domain.limits import PERIODS, LimitWindow, period_key
 from tests.application.conftest import race
@@ -36,8 +37,8 @@ def window_ids(ledger: Ledger, customer: str) -> list[UUID]:
     return [LimitWindow.create_id("demo", customer, "buy", period_key(period, now)) for period in PERIODS]
 
 
-def used(ledger: Ledger, customer: str) -> dict[str, Decimal]:
-    return {u.period: u.used for u in ledger.limits("demo", customer) if u.direction == "buy"}
+def used(use_cases: UseCases, customer: str) -> dict[str, Decimal]:
+    return {u.period: u.used for u in use_cases.limits.usage("demo", customer) if u.direction == "buy"}
 
 
 def versions(ledger: Ledger, customer: str) -> list[int]:
@@ -72,27 +73,29 @@ def counting_reads(ledger: Ledger) -> Iterator[Counter[str]]:
 
 
 def test_a_window_holding_many_buys_loads_from_its_latest_event_alone(
-    ledger, active_customer_with_btc_account
+    ledger, use_cases, active_customer_with_btc_account
 ):
     _, account = active_customer_with_btc_account("demo", "busy", "Plus")
     request = buy_request("busy", account.customer_address)
     for _ in range(60):
-        ledger.create_buy("demo", request, stage=False)
+        use_cases.buys.create("demo", request, stage=False)
     with counting_reads(ledger) as counts:
-        ledger.create_buy("demo", request, stage=False)
+        use_cases.buys.create("demo", request, stage=False)
     assert counts["window rows read"] == counts["window events decoded"] == 2
     assert versions(ledger, "busy") == [62, 62]
-    assert used(ledger, "busy") == {"daily": 61 * AMOUNT, "monthly": 61 * AMOUNT}
+    assert used(use_cases, "busy") == {"daily": 61 * AMOUNT, "monthly": 61 * AMOUNT}
     assert all(not list(ledger.snapshots.get(i)) for i in window_ids(ledger, "busy"))
 
 
 def test_a_window_replayed_from_its_history_equals_the_one_built_from_its_latest_event(
-    ledger, active_customer_with_btc_account
+    ledger, use_cases, active_customer_with_btc_account
 ):
     _, account = active_customer_with_btc_account("demo", "busy", "Plus")
-    staged = ledger.create_buy("demo", buy_request("busy", account.customer_address), stage=True)
-    ledger.create_buy("demo", buy_request("busy", account.customer_address, Decimal("20.00")), stage=False)
-    ledger.cancel_staged("demo", staged.code, "payment failed")
+    staged = use_cases.buys.create("demo", buy_request("busy", account.customer_address), stage=True)
+    use_cases.buys.create(
+        "demo", buy_request("busy", account.customer_address, Decimal("20.00")), stage=False
+    )
+    use_cases.alternative.cancel_staged("demo", staged.code, "payment failed")
     for window_id in window_ids(ledger, "busy"):
         replayed = ledger.repository.get(window_id)
         built = LimitWindow.as_left_by(
@@ -123,76 +126,81 @@ def to_format_before_totals(ledger: Ledger, window_id: UUID) -> None:
 
 
 def test_a_window_stored_before_events_carried_the_total_loads_with_its_total_and_moves_on(
-    ledger, active_customer_with_btc_account
+    ledger, use_cases, active_customer_with_btc_account
 ):
     _, account = active_customer_with_btc_account("demo", "old", "Plus")
     request = buy_request("old", account.customer_address)
-    staged = ledger.create_buy("demo", request, stage=True)
+    staged = use_cases.buys.create("demo", request, stage=True)
     for _ in range(19):
-        ledger.create_buy("demo", request, stage=False)
+        use_cases.buys.create("demo", request, stage=False)
     for window_id in window_ids(ledger, "old"):
         to_format_before_totals(ledger, window_id)
         assert (
             LimitWindow.as_left_by(ledger.store.latest_event(window_id), "demo", "old", "buy", "", "") is None
         )
 
-    assert used(ledger, "old") == {"daily": 20 * AMOUNT, "monthly": 20 * AMOUNT}
-    ledger.cancel_staged("demo", staged.code, "payment failed")
-    assert used(ledger, "old") == {"daily": 19 * AMOUNT, "monthly": 19 * AMOUNT}
+    assert used(use_cases, "old") == {"daily": 20 * AMOUNT, "monthly": 20 * AMOUNT}
+    use_cases.alternative.cancel_staged("demo", staged.code, "payment failed")
+    assert used(use_cases, "old") == {"daily": 19 * AMOUNT, "monthly": 19 * AMOUNT}
     with counting_reads(ledger) as counts:
-        ledger.create_buy("demo", request, stage=False)
+        use_cases.buys.create("demo", request, stage=False)
     assert counts["window rows read"] == counts["window events decoded"] == 2
-    assert used(ledger, "old") == {"daily": 20 * AMOUNT, "monthly": 20 * AMOUNT}
+    assert used(use_cases, "old") == {"daily": 20 * AMOUNT, "monthly": 20 * AMOUNT}
     assert versions(ledger, "old") == [23, 23]
     for window_id in window_ids(ledger, "old"):
         assert ledger.repository.get(window_id).used == 20 * AMOUNT
 
 
 def test_a_buy_over_the_limit_is_refused_and_a_cancelled_buy_gives_its_amount_back(
-    ledger, active_customer_with_btc_account
+    ledger, use_cases, active_customer_with_btc_account
 ):
     _, account = active_customer_with_btc_account("demo", "basic", "Basic")
-    ledger.create_buy("demo", buy_request("basic", account.customer_address, Decimal("600")), stage=False)
-    staged = ledger.create_buy(
+    use_cases.buys.create("demo", buy_request("basic", account.customer_address, Decimal("600")), stage=False)
+    staged = use_cases.buys.create(
         "demo", buy_request("basic", account.customer_address, Decimal("400")), stage=True
     )
-    assert used(ledger, "basic")["daily"] == Decimal("1000")
+    assert used(use_cases, "basic")["daily"] == Decimal("1000")
     with pytest.raises(TrustLevelLimitExceeded, match="0 EUR remaining"):
-        ledger.create_buy("demo", buy_request("basic", account.customer_address, Decimal("10")), stage=False)
+        use_cases.buys.create(
+            "demo", buy_request("basic", account.customer_address, Decimal("10")), stage=False
+        )
     assert versions(ledger, "basic") == [3, 3]
 
-    ledger.cancel_staged("demo", staged.code, "payment failed")
-    assert used(ledger, "basic")["daily"] == Decimal("600")
+    use_cases.alternative.cancel_staged("demo", staged.code, "payment failed")
+    assert used(use_cases, "basic")["daily"] == Decimal("600")
     with pytest.raises(InvalidStateTransition):
-        ledger.cancel_staged("demo", staged.code, "payment failed")
-    assert used(ledger, "basic")["daily"] == Decimal("600")
+        use_cases.alternative.cancel_staged("demo", staged.code, "payment failed")
+    assert used(use_cases, "basic")["daily"] == Decimal("600")
     assert versions(ledger, "basic") == [4, 4]
-    ledger.create_buy("demo", buy_request("basic", account.customer_address, Decimal("400")), stage=False)
-    assert used(ledger, "basic")["daily"] == Decimal("1000")
+    use_cases.buys.create("demo", buy_request("basic", account.customer_address, Decimal("400")), stage=False)
+    assert used(use_cases, "basic")["daily"] == Decimal("1000")
 
 
-def test_a_create_retried_under_its_code_counts_its_buy_once(ledger, active_customer_with_btc_account):
+def test_a_create_retried_under_its_code_counts_its_buy_once(
+    ledger, use_cases, active_customer_with_btc_account
+):
     _, account = active_customer_with_btc_account("demo", "retry", "Basic")
     request = buy_request("retry", account.customer_address, Decimal("300"))
-    first = ledger.create_buy("demo", request, stage=False, code="KEYED-1")
-    again = ledger.create_buy("demo", request, stage=False, code="KEYED-1")
+    first = use_cases.buys.create("demo", request, stage=False, code="KEYED-1")
+    again = use_cases.buys.create("demo", request, stage=False, code="KEYED-1")
     assert again.code == first.code and again.version == first.version
-    assert used(ledger, "retry")["daily"] == Decimal("300")
+    assert used(use_cases, "retry")["daily"] == Decimal("300")
     assert versions(ledger, "retry") == [2, 2]
 
 
 def test_concurrent_cancels_of_one_staged_buy_give_its_amount_back_once(
-    make_ledger, pooled_env, active_customer_with_btc_account
+    make_use_cases, pooled_env, active_customer_with_btc_account
 ):
     _, account = active_customer_with_btc_account("demo", "twice", "Basic")
-    ledger = make_ledger(pooled_env)
+    use_cases = make_use_cases(pooled_env)
+    ledger = use_cases.ledger
     request = buy_request("twice", account.customer_address, Decimal("300"))
-    ledger.create_buy("demo", request, stage=False)
-    staged = ledger.create_buy("demo", request, stage=True)
+    use_cases.buys.create("demo", request, stage=False)
+    staged = use_cases.buys.create("demo", request, stage=True)
 
-    outcomes = race(8, lambda _: ledger.cancel_staged("demo", staged.code, "payment failed"))
+    outcomes = race(8, lambda _: use_cases.alternative.cancel_staged("demo", staged.code, "payment failed"))
 
     assert sum(not isinstance(o, Exception) for o in outcomes) == 1
     assert all(isinstance(o, InvalidStateTransition) for o in outcomes if isinstance(o, Exception))
-    assert used(ledger, "twice") == {"daily": Decimal("300"), "monthly": Decimal("300")}
+    assert used(use_cases, "twice") == {"daily": Decimal("300"), "monthly": Decimal("300")}
     assert versions(ledger, "twice") == [4, 4]

@@ -49,8 +49,7 @@ def all_at_once(start: Callable[[], Any], count: int = WORKERS) -> list[BaseExce
 
 def start_worker(url: str, group_commit: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     """What an API worker does first with the database: the schema, then the event store's recorders."""
-    monkeypatch.setenv("BROKER_LEDGER_GROUP_COMMIT", group_commit)
-    env = eventsourcing_env(url, EVENTS_SCHEMA)
+    env = eventsourcing_env(url, EVENTS_SCHEMA, group_commit=group_commit != "off")
 
     def start() -> None:
         ensure_schema(url, EVENTS_SCHEMA)

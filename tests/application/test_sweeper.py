@@ -9,8 +9,9 @@ from decimal import Decimal
 from application.commands import BuyRequest
 from application.ledger import Ledger
 from application.sweeper import ExpirySweeper, OverdueTransactions
+from application.use_cases import UseCases
+from bench.clock import FakeClock
 from domain.transaction import Status
-from tests.clock import FakeClock
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 10) -> bool:
@@ -23,23 +24,23 @@ def wait_for(condition: Callable[[], bool], seconds: float = 10) -> bool:
 
 
 def test_the_sweeper_cancels_a_staged_buy_once_it_is_overdue(
-    ledger: Ledger, clock: FakeClock, active_customer_with_btc_account: Callable
+    ledger: Ledger, use_cases: UseCases, clock: FakeClock, active_customer_with_btc_account: Callable
 ) -> None:
     _, account = active_customer_with_btc_account("demo", "sweep-1")
     buy = BuyRequest("sweep-1", "EUR", "BTC", Decimal(100), account.customer_address, "BANK_EUR_BUY")
-    staged = ledger.create_buy("demo", buy, stage=True)
-    sweeper = ExpirySweeper(ledger, interval_seconds=0.05)
+    staged = use_cases.buys.create("demo", buy, stage=True)
+    sweeper = ExpirySweeper(ledger, use_cases.settlement, interval_seconds=0.05)
     sweeper.start()
     try:
         time.sleep(0.3)
-        assert ledger.transaction("demo", staged.code).status == Status.STAGED
+        assert ledger.store.transaction("demo", staged.code).status == Status.STAGED
         clock.advance(minutes=31)
-        assert wait_for(lambda: ledger.transaction("demo", staged.code).status == Status.CANCELLED)
+        assert wait_for(lambda: ledger.store.transaction("demo", staged.code).status == Status.CANCELLED)
     finally:
         sweeper.stop()
 
 
-def test_a_failing_sweep_does_not_stop_the_sweeper(ledger: Ledger) -> None:
+def test_a_failing_sweep_does_not_stop_the_sweeper(ledger: Ledger, use_cases: UseCases) -> None:
     calls: list[int] = []
 
     def failing_then_working(batch: int = 500) -> list[str]:
@@ -48,7 +49,7 @@ def test_a_failing_sweep_does_not_stop_the_sweeper(ledger: Ledger) -> None:
             raise ConnectionError("database down")
         return []
 
-    sweeper = ExpirySweeper(ledger, interval_seconds=0.02)
+    sweeper = ExpirySweeper(ledger, use_cases.settlement, interval_seconds=0.02)
     sweeper.overdue.expire_overdue = failing_then_working  # type: ignore[method-assign]
     sweeper.start()
     try:
@@ -58,23 +59,24 @@ def test_a_failing_sweep_does_not_stop_the_sweeper(ledger: Ledger) -> None:
 
 
 def test_a_sweep_visits_only_the_transactions_still_open_at_their_deadline(
-    ledger: Ledger, clock: FakeClock, active_customer_with_btc_account: Callable
+    ledger: Ledger, use_cases: UseCases, clock: FakeClock, active_customer_with_btc_account: Callable
 ) -> None:
     _, account = active_customer_with_btc_account("demo", "sweep-2")
     buy = BuyRequest("sweep-2", "EUR", "BTC", Decimal(100), account.customer_address, "BANK_EUR_BUY")
-    committed_at_once = ledger.create_buy("demo", buy, stage=False)
-    staged_then_committed = ledger.create_buy("demo", buy, stage=True)
-    left_staged = ledger.create_buy("demo", buy, stage=True)
-    overdue = OverdueTransactions(ledger)
+    committed_at_once = use_cases.buys.create("demo", buy, stage=False)
+    staged_then_committed = use_cases.buys.create("demo", buy, stage=True)
+    left_staged = use_cases.buys.create("demo", buy, stage=True)
+    overdue = OverdueTransactions(ledger, use_cases.settlement)
     assert overdue.expire_overdue() == []
-    ledger.commit("demo", staged_then_committed.code)
+    use_cases.buys.commit("demo", staged_then_committed.code)
     visited: list[str] = []
-    expire = ledger.expire
-    ledger.expire = lambda partner, code: visited.append(code) or expire(partner, code)  # type: ignore[method-assign]
+    settlement = use_cases.settlement
+    expire = settlement.expire
+    settlement.expire = lambda partner, code: visited.append(code) or expire(partner, code)  # type: ignore[method-assign]
 
     clock.advance(minutes=31)
 
     assert overdue.expire_overdue() == [left_staged.code]
     assert visited == [left_staged.code]
-    assert ledger.transaction("demo", committed_at_once.code).status == Status.SENDING
-    assert ledger.transaction("demo", staged_then_committed.code).status == Status.SENDING
+    assert ledger.store.transaction("demo", committed_at_once.code).status == Status.SENDING
+    assert ledger.store.transaction("demo", staged_then_committed.code).status == Status.SENDING

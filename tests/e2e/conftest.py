@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from litestar.testing import TestClient
 
 from tests.e2e.support import (
     API_VERSION,
@@ -32,23 +31,20 @@ from tests.e2e.support import (
     obtain_token,
     signing_key,
 )
-from tests.in_process import AppTransport, app_client
+from tests.in_process import AppTransport, InProcessClient, in_process_app
+
+# The real app in-process, its projections running (stopped when the package ends).
+app = in_process_app(scope="package", projections=True)
 
 
 @pytest.fixture(scope="package")
-def server_var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("e2e-app") / "var"
+def server_var(app: InProcessClient) -> Path:
+    """The var directory of the app under test: its generated client secrets and token signing key."""
+    return app.var
 
 
 @pytest.fixture(scope="package")
-def app(database_url: str, server_var: Path) -> Iterator[TestClient]:
-    """The real app in-process, its projections running (stopped when the package ends)."""
-    with app_client(database_url, server_var, projections=True) as client:
-        yield client
-
-
-@pytest.fixture(scope="package")
-def connect(app: TestClient) -> Connect:
+def connect(app: InProcessClient) -> Connect:
     """A new `Api` client of the in-process app (any number, from any thread): `connect(token, version)`."""
     transport = AppTransport(app)
 

@@ -1,51 +1,36 @@
-"""What the end-to-end tests share: HTTP clients per role, exact JSON, problem checks, and the server process.
+"""What the end-to-end tests share: HTTP clients per role, exact JSON, problem checks, a server's credentials.
 
 The tests talk HTTP to the real app as a broker platform would: in-process through litestar's test client
 (an `Api` on its transport, see `tests/e2e/conftest.py`), or, for what needs a process (`tests/process/`),
-to a real `broker-ledger serve` over a socket. Request bodies are encoded with decimals as JSON numbers and
-responses are parsed with `parse_float=Decimal`, so amounts are compared exactly, never as floats.
+to a real `broker-ledger serve` over a socket (started by `tests/processes.py`). Request bodies are encoded
+with decimals as JSON numbers and responses are parsed with `parse_float=Decimal`, so amounts are compared
+exactly, never as floats.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import itertools
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import msgspec
-import pytest
 
 from application.adapters.addresses import Bip32AddressBook
 from application.settings import DEFAULT_SETTINGS, load_settings
-from tests.connection_hints import hint_for
 
 ROOT = Path(__file__).resolve().parents[2]
 API_VERSION = "1.2"
 PROBLEM_JSON = "application/problem+json"
-START_TIMEOUT_SECONDS = 60
-STOP_TIMEOUT_SECONDS = 15
 CLIENTS = ("demo-broker", "demo-operator", "demo-auditor", "other-broker", "other-operator")
 PROBLEM_MEMBERS = {"type", "title", "status", "detail", "code", "errors"}
-# `python -m interface.cli serve` answers 'Unknown command "serve"' (see test_server_process.py): run as
-# __main__, the module's `app` is not the one `interface.serve` registers the command on. The console
-# script's entry point, `interface.cli:main`, is started instead, with the same interpreter.
-SERVE_COMMAND = [sys.executable, "-c", "from interface.cli import main; main()", "serve"]
-INHERITED_NOT = ("BROKER_LEDGER_SETTINGS", "BROKER_LEDGER_TOKEN_KEY")  # the demo settings, keys from var/
 FIRST_CUSTOMER_ADDRESS_INDEX = 5000  # the service hands out its deposit addresses from index 0 up
 
 CENT = Decimal("0.01")
@@ -53,7 +38,7 @@ SATOSHI = Decimal("0.00000001")
 ENCODER = msgspec.json.Encoder(decimal_format="number")
 
 
-# --- the server process ---------------------------------------------------------------------------------
+# --- settings and credentials of a server --------------------------------------------------------------
 
 
 def local_callback_settings() -> str:
@@ -61,89 +46,6 @@ def local_callback_settings() -> str:
     text = DEFAULT_SETTINGS.read_text()
     assert "callback_http_hosts = []" in text
     return text.replace("callback_http_hosts = []", 'callback_http_hosts = ["localhost"]')
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def log_tail(log: Path, lines: int = 60) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "<no log>"
-
-
-@contextlib.contextmanager
-def running_server(
-    database_url: str,
-    var: Path,
-    log: Path,
-    *,
-    workers: int = 2,
-    settings: Path | None = None,
-    env: dict[str, str] | None = None,
-) -> Iterator[str]:
-    """Starts `broker-ledger serve` on a free port, yields its base URL once /health answers 200, and at
-    the end sends SIGTERM and checks that it exits with 0 within STOP_TIMEOUT_SECONDS."""
-    port = free_port()
-    environment = {key: value for key, value in os.environ.items() if key not in INHERITED_NOT}
-    environment.update(BROKER_LEDGER_VAR=str(var), DATABASE_URL=database_url, PYTHONUNBUFFERED="1")
-    environment.update(env or {})
-    command = [*SERVE_COMMAND, "--port", str(port), "--workers", str(workers)]
-    if settings is not None:
-        command += ["--settings", str(settings)]
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=environment,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_healthy(process, base_url, log, database_url)
-        yield base_url
-    except BaseException:
-        _kill(process)
-        raise
-    process.send_signal(signal.SIGTERM)
-    try:
-        code = process.wait(timeout=STOP_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-        _kill(process)
-        pytest.fail(f"the server did not stop within {STOP_TIMEOUT_SECONDS} s of SIGTERM\n{log_tail(log)}")
-    assert code == 0, f"the server exited with {code} after SIGTERM\n{log_tail(log)}"
-
-
-def _wait_until_healthy(
-    process: subprocess.Popen[bytes], base_url: str, log: Path, database_url: str
-) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log_tail(log)
-            hint = hint_for(tail, database_url)  # "too many clients": the suite's budget and who holds them
-            pytest.fail(f"the server exited with {process.returncode} while starting\n{tail}{hint}")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{base_url}/health", timeout=2).status_code == 200:
-                return
-        time.sleep(0.2)
-    tail = log_tail(log)
-    hint = hint_for(tail, database_url)
-    pytest.fail(f"GET /health did not answer 200 within {START_TIMEOUT_SECONDS} s\n{tail}{hint}")
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    """Kills the server and its workers: the process group the server leads (started with a new session)."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
 
 
 def client_secrets(var: Path) -> dict[str, str]:
@@ -161,15 +63,33 @@ def signing_key(var: Path) -> bytes:
     return base64.b64decode(stored["signing_key"])
 
 
-def obtain_token(server: str | httpx.Client, client_id: str, secret: str) -> str:
-    """A token from POST /connect/token of `server`: a base URL, or a client (e.g. on the in-process app)."""
+class PostsForms(Protocol):
+    """What `obtain_token` needs of a client: an httpx-like `post` of a form to a path of the app."""
+
+    def post(self, url: str, *, data: dict[str, str], timeout: float) -> Any: ...
+
+
+def obtain_token(server: str | PostsForms, client_id: str, secret: str) -> str:
+    """The one way the tests get a token: POST /connect/token of `server` with the client's credentials, as a
+    platform does. `server` is a base URL, or a client whose paths are relative to the app's (an httpx client,
+    litestar's test client of the in-process app, or Schemathesis' ASGI session)."""
     form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret}
     if isinstance(server, str):
         response = httpx.post(f"{server}/connect/token", data=form, timeout=30)
     else:
         response = server.post("/connect/token", data=form, timeout=30)
-    assert response.status_code == 200, describe(response)
+    assert response.status_code == 200, f"{client_id} got no token: {response.status_code} {response.text}"
     return response.json()["access_token"]
+
+
+def token_headers(token: str | None, version: str | None = API_VERSION) -> dict[str, str]:
+    """The headers of a request with the bearer `token` and `api_version` (either left out when None)."""
+    headers = {}
+    if version is not None:
+        headers["api_version"] = version
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 # --- HTTP clients and JSON ------------------------------------------------------------------------------
@@ -204,12 +124,7 @@ def api_client(
     transport: httpx.BaseTransport | None = None,
 ) -> Api:
     """A client of `base_url` (over the network, or through `transport`, e.g. the in-process app's)."""
-    headers = {}
-    if version is not None:
-        headers["api_version"] = version
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    return Api(base_url=base_url, headers=headers, timeout=60, transport=transport)
+    return Api(base_url=base_url, headers=token_headers(token, version), timeout=60, transport=transport)
 
 
 Connect = Callable[..., Api]  # connect(token=None, version=API_VERSION): a new client of the app under test

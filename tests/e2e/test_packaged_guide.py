@@ -1,5 +1,6 @@
-"""The API document's examples ship with the package: the wheel carries docs/api.md as interface/api.md,
-and the unpacked wheel, run outside the checkout, reads its examples from there."""
+"""The API document's examples ship with the package: the wheel carries docs/api.md as
+interface/api_document/api.md, and the unpacked wheel, run outside the checkout, reads its examples from
+there."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from interface.examples import guide_examples
+from interface.api_document.examples import guide_examples
 from tests.e2e.support import ROOT
 
 GUIDE = ROOT / "docs" / "api.md"
@@ -17,7 +18,7 @@ GUIDE = ROOT / "docs" / "api.md"
 
 def test_the_wheel_carries_the_api_guide_in_the_interface_package(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
-        assert archive.read("interface/api.md") == GUIDE.read_bytes()
+        assert archive.read("interface/api_document/api.md") == GUIDE.read_bytes()
 
 
 def test_the_unpacked_wheel_reads_the_examples_of_its_own_guide_outside_the_checkout(
@@ -28,7 +29,10 @@ def test_the_unpacked_wheel_reads_the_examples_of_its_own_guide_outside_the_chec
         archive.extractall(unpacked)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    code = "import interface.examples as e; print(e.GUIDE.exists(), len(e.guide_examples()), e.__file__)"
+    code = (
+        "import interface.api_document.examples as e; "
+        "print(e.GUIDE.exists(), len(e.guide_examples()), e.__file__)"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code],
         cwd=elsewhere,

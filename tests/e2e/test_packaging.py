@@ -95,7 +95,7 @@ def test_the_unpacked_wheel_finds_its_settings_and_version_outside_the_checkout(
         archive.extractall(unpacked)
     # PYTHONPATH comes before site-packages: the wheel's modules and metadata are the ones found, the
     # dependencies those of this venv
-    run = [sys.executable, "-m", "interface.cli"]
+    run = [sys.executable, "-m", "interface.cli.main"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
 

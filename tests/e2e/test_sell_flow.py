@@ -16,7 +16,7 @@ import pytest
 
 from application.adapters.addresses import is_bitcoin_address
 from application.settings import DEFAULT_SETTINGS, load_settings
-from interface.settings import load_service_settings
+from interface.http.settings import load_service_settings
 from tests.e2e.support import (
     CENT,
     SATOSHI,

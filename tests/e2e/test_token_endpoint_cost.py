@@ -1,9 +1,9 @@
 """The token endpoint cannot be used to burn the service's CPU: bad secrets are refused with no argon2 check,
 and a flood of made-up client ids from one address is answered 401, then 429, never 5xx.
 
-In-process, against the real app (`create_app` on a runtime wired to the session's database, with its own
-var directory) through litestar's test client, so that argon2 can be watched with monkeypatch. Every request
-comes from the test client's one address. The limiter of failed attempts is new for each test.
+In-process, against the package's app (`app`, tests/e2e/conftest.py) through litestar's test client, so that
+argon2 can be watched with monkeypatch. Every request comes from the test client's one address. The limiter
+of failed attempts is new for each test, and left new after it.
 """
 
 from __future__ import annotations
@@ -12,18 +12,16 @@ import secrets
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pytest
 from argon2 import PasswordHasher
-from litestar.testing import TestClient
 
 from application.credentials import Credentials
 from application.secret_hashes import SecretChecksBusy
-from interface.auth import FailedAttempts
+from interface.http.auth import FailedAttempts
 from tests.e2e.support import client_secrets, expect, expect_problem
-from tests.in_process import app_client
+from tests.in_process import InProcessClient
 
 THREADS = 40
 FLOOD = 120
@@ -31,20 +29,13 @@ PER_CLIENT_LIMIT = FailedAttempts().limit
 PER_ADDRESS_LIMIT = FailedAttempts().address_limit
 
 
-@pytest.fixture(scope="module")
-def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("token-cost") / "var"
-
-
-@pytest.fixture(scope="module")
-def client(database_url: str, var: Path) -> Iterator[TestClient]:
-    with app_client(database_url, var) as test_client:
-        yield test_client
-
-
 @pytest.fixture(autouse=True)
-def fresh_limiter(client: TestClient) -> None:
-    client.app.state.failed_attempts = FailedAttempts()
+def fresh_limiter(app: InProcessClient) -> Iterator[None]:
+    """A limiter of failed attempts new for the test, and again after it: the package's other tests ask for
+    tokens from the same address."""
+    app.app.state.failed_attempts = FailedAttempts()
+    yield
+    app.app.state.failed_attempts = FailedAttempts()
 
 
 @pytest.fixture
@@ -61,9 +52,9 @@ def argon2_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return checked
 
 
-def ask_token(client: TestClient, client_id: str, secret: str) -> httpx.Response:
+def ask_token(app: InProcessClient, client_id: str, secret: str) -> httpx.Response:
     form = {"grant_type": "client_credentials", "client_id": client_id, "client_secret": secret}
-    return client.post("/connect/token", data=form)
+    return app.post("/connect/token", data=form)
 
 
 def made_up() -> tuple[str, str]:
@@ -71,9 +62,9 @@ def made_up() -> tuple[str, str]:
 
 
 def test_made_up_client_ids_from_one_address_get_401_until_the_address_limit_then_429(
-    client: TestClient, argon2_checks: list[str]
+    app: InProcessClient, argon2_checks: list[str]
 ) -> None:
-    responses = [ask_token(client, *made_up()) for _ in range(PER_ADDRESS_LIMIT + 5)]
+    responses = [ask_token(app, *made_up()) for _ in range(PER_ADDRESS_LIMIT + 5)]
 
     for response in responses[:PER_ADDRESS_LIMIT]:
         expect_problem(response, 401, "invalid_client")
@@ -84,15 +75,15 @@ def test_made_up_client_ids_from_one_address_get_401_until_the_address_limit_the
 
 
 def test_a_flood_from_forty_threads_is_refused_with_401_and_429_and_never_a_5xx(
-    client: TestClient, var: Path, argon2_checks: list[str]
+    app: InProcessClient, argon2_checks: list[str]
 ) -> None:
-    known = sorted(client_secrets(var))
+    known = sorted(client_secrets(app.var))
 
     def attempt(index: int) -> int:
         client_id, secret = made_up()
         if index % 3 == 0:
             client_id = known[index % len(known)]  # a known client with a wrong secret
-        return ask_token(client, client_id, secret).status_code
+        return ask_token(app, client_id, secret).status_code
 
     with ThreadPoolExecutor(THREADS) as pool:
         statuses = Counter(pool.map(attempt, range(FLOOD)))
@@ -103,15 +94,13 @@ def test_a_flood_from_forty_threads_is_refused_with_401_and_429_and_never_a_5xx(
 
 
 def test_a_known_client_with_wrong_secrets_is_refused_429_after_its_limit_but_its_secret_still_works(
-    client: TestClient, var: Path, argon2_checks: list[str]
+    app: InProcessClient, argon2_checks: list[str]
 ) -> None:
-    secret = client_secrets(var)["demo-auditor"]
-    statuses = [
-        ask_token(client, "demo-auditor", f"{secret}-{n}").status_code for n in range(PER_CLIENT_LIMIT)
-    ]
+    secret = client_secrets(app.var)["demo-auditor"]
+    statuses = [ask_token(app, "demo-auditor", f"{secret}-{n}").status_code for n in range(PER_CLIENT_LIMIT)]
 
-    locked = ask_token(client, "demo-auditor", f"{secret}-again")
-    right = ask_token(client, "demo-auditor", secret)
+    locked = ask_token(app, "demo-auditor", f"{secret}-again")
+    right = ask_token(app, "demo-auditor", secret)
 
     assert statuses == [401] * PER_CLIENT_LIMIT
     expect_problem(locked, 429, "too_many_failed_attempts")
@@ -120,14 +109,14 @@ def test_a_known_client_with_wrong_secrets_is_refused_429_after_its_limit_but_it
 
 
 def test_the_right_secret_gets_its_token_from_an_address_refused_for_a_flood_of_made_up_ids(
-    client: TestClient, var: Path, argon2_checks: list[str]
+    app: InProcessClient, argon2_checks: list[str]
 ) -> None:
-    flood = [ask_token(client, *made_up()).status_code for _ in range(PER_ADDRESS_LIMIT)]
+    flood = [ask_token(app, *made_up()).status_code for _ in range(PER_ADDRESS_LIMIT)]
     assert flood == [401] * PER_ADDRESS_LIMIT
-    expect_problem(ask_token(client, *made_up()), 429, "too_many_failed_attempts")
+    expect_problem(ask_token(app, *made_up()), 429, "too_many_failed_attempts")
 
-    right = ask_token(client, "demo-broker", client_secrets(var)["demo-broker"])
-    wrong = ask_token(client, "demo-broker", "not-its-secret")
+    right = ask_token(app, "demo-broker", client_secrets(app.var)["demo-broker"])
+    wrong = ask_token(app, "demo-broker", "not-its-secret")
 
     assert expect(right, 200)["scope"] == "broker"
     expect_problem(wrong, 429, "too_many_failed_attempts")  # a success does not clear the address's count
@@ -135,37 +124,37 @@ def test_the_right_secret_gets_its_token_from_an_address_refused_for_a_flood_of_
 
 
 def test_an_argon2_hash_of_before_is_not_checked_while_its_address_is_refused(
-    client: TestClient, var: Path, argon2_checks: list[str], monkeypatch: pytest.MonkeyPatch
+    app: InProcessClient, argon2_checks: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """(The client is made to look stored with argon2: its right secret, if checked, would get a token.)"""
     monkeypatch.setattr(Credentials, "costly_to_check", lambda self, client_id: client_id == "demo-auditor")
     for _ in range(PER_ADDRESS_LIMIT):
-        ask_token(client, *made_up())
+        ask_token(app, *made_up())
 
-    refused = ask_token(client, "demo-auditor", client_secrets(var)["demo-auditor"])
+    refused = ask_token(app, "demo-auditor", client_secrets(app.var)["demo-auditor"])
 
     expect_problem(refused, 429, "too_many_failed_attempts")
     assert argon2_checks == []
 
 
 def test_a_generated_secret_still_gets_a_token_without_argon2(
-    client: TestClient, var: Path, argon2_checks: list[str]
+    app: InProcessClient, argon2_checks: list[str]
 ) -> None:
-    token = expect(ask_token(client, "demo-operator", client_secrets(var)["demo-operator"]), 200)
+    token = expect(ask_token(app, "demo-operator", client_secrets(app.var)["demo-operator"]), 200)
 
     assert token["token_type"] == "Bearer" and token["scope"] == "operator"
     assert argon2_checks == []
 
 
 def test_when_no_argon2_check_can_start_the_answer_is_429_with_retry_after(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
+    app: InProcessClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def busy(self: Credentials, client_id: str, secret: str) -> None:
         raise SecretChecksBusy
 
     monkeypatch.setattr(Credentials, "verify_secret", busy)
 
-    response = ask_token(client, "legacy-client", "its-secret")
+    response = ask_token(app, "legacy-client", "its-secret")
 
     expect_problem(response, 429, "secret_checks_busy")
     assert response.headers["retry-after"] == "1"

@@ -8,28 +8,22 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from pathlib import Path
 
-import pytest
 from psycopg import sql
 
 from application.store import database
 from application.store.database import Timeouts
 from application.store.log import EVENTS_SCHEMA
-from tests.databases import scratch_database, table_locked
-from tests.in_process import app_client, bearer_headers
+from tests.databases import table_locked
+from tests.in_process import InProcessClient, in_process_app
 
 SHORT = Timeouts(lock=0.5, statement=5.0)
 BOUND_SECONDS = 3.0  # the lock timeout, a connection's set-up and the request's own work
 
 
-@pytest.fixture
-def blockable(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """The app on a database of its own (no other test's writes for a read to wait for), short timeouts."""
-    monkeypatch.setattr(database, "API_TIMEOUTS", SHORT)
-    var = tmp_path / "var"
-    with scratch_database(database_url, "blocked") as url, app_client(url, var) as client:
-        yield client, var, url
+# each test's own app, on a database of its own (no other test's writes for a read to wait for), with
+# short timeouts
+client = in_process_app(scope="function", own_database="blocked", patches=[(database, "API_TIMEOUTS", SHORT)])
 
 
 def locked_exclusively(url: str, table: sql.Composable) -> contextlib.AbstractContextManager[None]:
@@ -46,9 +40,11 @@ def assert_bounded_503(answer, started: float) -> None:
     assert elapsed < BOUND_SECONDS, f"answered after {elapsed:.1f} s"
 
 
-def test_a_write_whose_aggregates_are_locked_away_is_answered_503_within_the_lock_timeout(blockable):
-    client, var, database_url = blockable
-    headers = bearer_headers(client, var, "demo-broker")
+def test_a_write_whose_aggregates_are_locked_away_is_answered_503_within_the_lock_timeout(
+    client: InProcessClient,
+):
+    database_url = client.database_url
+    headers = client.headers_of("demo-broker")
     body = {"customerCode": f"blocked-{uuid.uuid4().hex[:8]}", "trustLevel": "Basic"}
     with locked_exclusively(database_url, sql.Identifier(EVENTS_SCHEMA, "ledger_events")):
         started = time.monotonic()
@@ -57,9 +53,11 @@ def test_a_write_whose_aggregates_are_locked_away_is_answered_503_within_the_loc
     assert client.post("/customer", json=body, headers=headers).status_code == 201  # nothing was written
 
 
-def test_a_list_whose_read_model_is_locked_away_is_answered_503_within_the_lock_timeout(blockable):
-    client, var, database_url = blockable
-    headers = bearer_headers(client, var, "other-broker")  # has written nothing: its reads wait for nothing
+def test_a_list_whose_read_model_is_locked_away_is_answered_503_within_the_lock_timeout(
+    client: InProcessClient,
+):
+    database_url = client.database_url
+    headers = client.headers_of("other-broker")  # has written nothing: its reads wait for nothing
     reader = client.app.state.runtime.reader
     with locked_exclusively(database_url, reader.view.table("transactions")):
         started = time.monotonic()

@@ -1,4 +1,5 @@
-"""Request bodies become commands by one declared mapping (`interface.schemas.commands`): every field of a
+"""Request bodies become commands by one declared mapping (`interface.transactions.shapes`): every field of
+a
 body lands in its command, under the command's name, or is declared as not the command's."""
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ import msgspec.inspect
 import pytest
 
 from application.commands import BuyRequest, SellRequest
-from interface.schemas.commands import (
+from interface.transactions.shapes import (
     COMMANDS,
     NOT_IN_COMMAND,
     RENAMED,
+    BrokerBuy,
+    BrokerBuyCreate,
+    BrokerSell,
     buy_request,
     sell_request,
     to_command,
 )
-from interface.schemas.requests import BrokerBuy, BrokerBuyCreate, BrokerSell
 
 FULL_BUY = {
     "customerCode": "alice",

@@ -5,33 +5,17 @@ rules only (`tests/unit/test_callback_url_port.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-from litestar.testing import TestClient
-
 from projections.callbacks.urls import SystemResolver
-from tests.in_process import app_client, bearer_headers
+from tests.in_process import InProcessClient, in_process_app
 
 ANSWERS = {"hooks.partner.example": ["93.184.215.14"], "rebind.partner.example": ["10.1.2.3"]}
 ADDRESS = "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu"
 
-
-@pytest.fixture(scope="module")
-def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("callback-urls") / "var"
+# while the app lives, the resolver it wires answers from ANSWERS instead of asking DNS
+client = in_process_app(patches=[(SystemResolver, "__call__", lambda self, host, port: ANSWERS[host])])
 
 
-@pytest.fixture(scope="module")
-def client(database_url: str, var: Path) -> Iterator[TestClient]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(SystemResolver, "__call__", lambda self, host, port: ANSWERS[host])
-        with app_client(database_url, var) as test_client:
-            yield test_client
-
-
-def buy(client: TestClient, var: Path, callback_url: str) -> dict[str, object]:
+def buy(client: InProcessClient, callback_url: str) -> dict[str, object]:
     body = {
         "customerCode": "nobody-registered",
         "currencyCode": "EUR",
@@ -41,21 +25,21 @@ def buy(client: TestClient, var: Path, callback_url: str) -> dict[str, object]:
         "paymentMethodCode": "BANK_EUR_BUY",
         "callbackUrl": callback_url,
     }
-    answer = client.post("/brokerbuy", json=body, headers=bearer_headers(client, var, "demo-broker"))
+    answer = client.post("/brokerbuy", json=body, headers=client.headers_of("demo-broker"))
     return {"status": answer.status_code, **answer.json()}
 
 
 def test_a_buy_whose_callback_host_resolves_to_a_private_address_is_refused(
-    client: TestClient, var: Path
+    client: InProcessClient,
 ) -> None:
-    problem = buy(client, var, "https://rebind.partner.example/hook")
+    problem = buy(client, "https://rebind.partner.example/hook")
     assert (problem["status"], problem["code"]) == (422, "callback_url_refused")
     assert "resolves to the non-public address 10.1.2.3" in str(problem["detail"])
 
 
 def test_a_buy_whose_callback_host_resolves_to_a_public_address_gets_past_the_url_check(
-    client: TestClient, var: Path
+    client: InProcessClient,
 ) -> None:
-    problem = buy(client, var, "https://hooks.partner.example/hook")
+    problem = buy(client, "https://hooks.partner.example/hook")
     assert problem["code"] != "callback_url_refused"  # refused further on: the customer is unknown
     assert problem["status"] == 404

@@ -15,9 +15,9 @@ from argon2 import PasswordHasher
 from application.credentials import TOKEN_KEY_ENV, VAR_ENV, Credentials, load_or_create_credentials
 from application.ports import SystemClock
 from application.settings import DEFAULT_SETTINGS, SETTINGS_ENV
-from interface.auth import TokenService
-from interface.cli import main
-from interface.settings import load_service_settings
+from interface.cli.main import main
+from interface.http.auth import TokenService
+from interface.http.settings import load_service_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,7 +164,7 @@ def test_token_run_outside_the_project_folder_creates_no_var_directory(tmp_path:
     env = {key: value for key, value in os.environ.items() if key not in (VAR_ENV, TOKEN_KEY_ENV)}
 
     done = subprocess.run(
-        [sys.executable, "-m", "interface.cli", "token", "--client", "demo-broker"],
+        [sys.executable, "-m", "interface.cli.main", "token", "--client", "demo-broker"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -229,7 +229,7 @@ def test_the_module_runs_as_a_script(environment: Path) -> None:
     env = {**os.environ, VAR_ENV: str(environment)}
 
     result = subprocess.run(
-        [sys.executable, "-m", "interface.cli", "token", "--client", "demo-auditor"],
+        [sys.executable, "-m", "interface.cli.main", "token", "--client", "demo-auditor"],
         cwd=ROOT,
         env=env,
         capture_output=True,

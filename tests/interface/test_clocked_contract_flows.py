@@ -13,20 +13,13 @@ clock in the ledger, on a database of its own. The flows that need no clock are 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
-from litestar.testing import TestClient
 
-from application.credentials import VAR_ENV
-from application.settings import SETTINGS_ENV
 from application.sweeper import OverdueTransactions
-from interface.app import build_runtime, create_app
-from tests.clock import FakeClock
-from tests.databases import scratch_database
+from bench.clock import FakeClock
 from tests.e2e.support import (
     AddressSource,
     Customer,
@@ -36,7 +29,7 @@ from tests.e2e.support import (
     sell_body,
     unique_code,
 )
-from tests.in_process import bearer_headers
+from tests.in_process import InProcessClient, in_process_app
 
 HOOK = "http://localhost:9/contract-flows"  # allow-listed below; nothing listens on the discard port
 
@@ -44,13 +37,26 @@ HOOK = "http://localhost:9/contract-flows"  # allow-listed below; nothing listen
 # --- the app in-process, with a clock the test moves ------------------------------------------------
 
 
-class Clocked:
+CLOCK = FakeClock()  # the ledger's time, moved by the tests (tokens keep the real one)
+# the app with its projections, on a database of its own, with HOOK's host allowed for callbacks
+client = in_process_app(
+    projections=True, own_database="broker_flows", settings=local_callback_settings(), clock=CLOCK
+)
+
+
+class AppWithClock:
     """The app's test client, the ledger's clock, and the headers of each client that calls it."""
 
-    def __init__(self, client: TestClient, clock: FakeClock, ledger: Any, var: Path) -> None:
-        self.client, self.clock, self.ledger = client, clock, ledger
-        self.broker = bearer_headers(client, var, "demo-broker")
-        self.operator = bearer_headers(client, var, "demo-operator")
+    def __init__(self, client: InProcessClient, clock: FakeClock) -> None:
+        runtime = client.app.state.runtime
+        self.client, self.clock, self.ledger, self.settlement = (
+            client,
+            clock,
+            runtime.ledger,
+            runtime.use_cases.settlement,
+        )
+        self.broker = client.headers_of("demo-broker")
+        self.operator = client.headers_of("demo-operator")
 
     def call(self, method: str, path: str, headers: dict[str, str], body: Any = None) -> Any:
         answer = self.client.request(method, path, json=body, headers=headers)
@@ -69,19 +75,8 @@ class Clocked:
 
 
 @pytest.fixture(scope="module")
-def clocked(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clocked]:
-    root = tmp_path_factory.mktemp("contract-flows")
-    settings = root / "settings.toml"
-    settings.write_text(local_callback_settings())
-    clock = FakeClock()
-    with scratch_database(database_url, "broker_flows") as database, pytest.MonkeyPatch.context() as patch:
-        patch.setenv(VAR_ENV, str(root / "var"))
-        patch.setenv(SETTINGS_ENV, str(settings))
-        runtime = build_runtime(
-            database, ledger_clock=clock
-        )  # the ledger's time only: tokens keep the real one
-        with TestClient(create_app(runtime), raise_server_exceptions=False, timeout=60) as client:
-            yield Clocked(client, clock, runtime.ledger, root / "var")
+def clocked(client: InProcessClient) -> AppWithClock:
+    return AppWithClock(client, CLOCK)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +84,7 @@ def addresses() -> AddressSource:
     return AddressSource()
 
 
-def deliveries(app: Clocked, code: str, count: int) -> list[dict[str, Any]]:
+def deliveries(app: AppWithClock, code: str, count: int) -> list[dict[str, Any]]:
     """The transaction's callback deliveries once the outbox projection has `count` of them (10 s at most)."""
     deadline = time.monotonic() + 10
     while True:
@@ -99,13 +94,13 @@ def deliveries(app: Clocked, code: str, count: int) -> list[dict[str, Any]]:
         time.sleep(0.05)
 
 
-def hot_wallet_btc(app: Clocked) -> tuple[Decimal, Decimal, Decimal]:
+def hot_wallet_btc(app: AppWithClock) -> tuple[Decimal, Decimal, Decimal]:
     reserves = app.call("GET", "/reserves", app.broker)
     [hot] = [r for r in reserves["cryptoReserves"] if (r["name"], r["code"]) == ("hot-wallet", "BTC")]
     return Decimal(str(hot["total"])), Decimal(str(hot["locked"])), Decimal(str(hot["available"]))
 
 
-def sell_used(app: Clocked, code: str) -> Decimal:
+def sell_used(app: AppWithClock, code: str) -> Decimal:
     limits = app.call("GET", f"/customer/{code}/limits", app.broker)
     [daily] = [e for e in limits["limits"] if (e["direction"], e["period"]) == ("sell", "daily")]
     return Decimal(str(daily["used"]))
@@ -113,7 +108,7 @@ def sell_used(app: Clocked, code: str) -> Decimal:
 
 @pytest.mark.parametrize("swept_first", [False, True], ids=["before the sweep", "after the sweep"])
 def test_a_payment_first_seen_after_valid_until_is_late_and_never_paid_out(
-    clocked: Clocked, addresses: AddressSource, swept_first: bool
+    clocked: AppWithClock, addresses: AddressSource, swept_first: bool
 ) -> None:
     app = clocked
     customer = app.customer(addresses)
@@ -125,11 +120,11 @@ def test_a_payment_first_seen_after_valid_until_is_late_and_never_paid_out(
 
     app.clock.advance(minutes=30, seconds=1)  # one second past validUntil (BANK_EUR_SELL: 30 minutes)
     if swept_first:
-        assert code in OverdueTransactions(app.ledger).expire_overdue()
+        assert code in OverdueTransactions(app.ledger, app.settlement).expire_overdue()
     report = deposit_report(sell, 6, float(amount), tx_id=f"late-{code}")
     late = app.call("POST", "/chain/deposits", app.operator, report)["transaction"]
     assert (late["status"], late["blockchainTransactionId"]) == ("CANCELLED", f"late-{code}")
-    assert not swept_first or code not in OverdueTransactions(app.ledger).expire_overdue()
+    assert not swept_first or code not in OverdueTransactions(app.ledger, app.settlement).expire_overdue()
 
     shown = app.call("GET", f"/transactions/custodian/{code}", app.broker)["transaction"]
     assert (shown["status"], shown["blockchainTransactionId"]) == ("CANCELLED", f"late-{code}")
@@ -149,7 +144,7 @@ def test_a_payment_first_seen_after_valid_until_is_late_and_never_paid_out(
 
 
 def test_a_payment_first_seen_before_valid_until_is_paid_out_when_confirmed_after_it(
-    clocked: Clocked, addresses: AddressSource
+    clocked: AppWithClock, addresses: AddressSource
 ) -> None:
     app = clocked
     customer = app.customer(addresses)
@@ -166,7 +161,7 @@ def test_a_payment_first_seen_before_valid_until_is_paid_out_when_confirmed_afte
 
 
 def test_a_buy_created_without_stage_is_first_called_back_as_sending(
-    clocked: Clocked, addresses: AddressSource
+    clocked: AppWithClock, addresses: AddressSource
 ) -> None:
     app = clocked
     customer = app.customer(addresses)

@@ -1,4 +1,4 @@
-"""The garbage collector of a serving process (`interface.collector`): settled once the app is built."""
+"""The garbage collector of a serving process (`interface.cli.collector`): settled once the app is built."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from interface import worker
+from interface.cli import worker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_settled_process_freezes_what_it_holds_and_collects_young_objects_less_often():
     script = (
         "import gc\n"
-        "from interface.collector import YOUNG_ALLOCATIONS, settle_for_serving\n"
+        "from interface.cli.collector import YOUNG_ALLOCATIONS, settle_for_serving\n"
         "before = gc.get_threshold()\n"
         "settle_for_serving()\n"
         "print(gc.get_freeze_count() > 0, gc.get_threshold() == (YOUNG_ALLOCATIONS, *before[1:]))\n"
@@ -26,7 +26,7 @@ def test_a_settled_process_freezes_what_it_holds_and_collects_young_objects_less
 
 def test_a_lone_serve_settles_the_collector_once_its_app_is_built(monkeypatch):
     steps: list[str] = []
-    monkeypatch.setattr(worker, "create_service_app", lambda: steps.append("app built") or "the app")
+    monkeypatch.setattr(worker, "create_service_app", lambda **_: steps.append("app built") or "the app")
     monkeypatch.setattr(worker, "settle_for_serving", lambda: steps.append("collector settled"))
     assert worker.create_lone_app() == "the app"
     assert steps == ["app built", "collector settled"]

@@ -11,28 +11,23 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import pytest
 from psycopg import sql
 
 from application.store import group_commit
 from application.store.log import EVENTS_SCHEMA
-from tests.databases import scratch_database, table_locked
-from tests.in_process import AppTransport, app_client, bearer_headers
+from tests.databases import table_locked
+from tests.in_process import AppTransport, InProcessClient, in_process_app
 
 DEADLINE = 1.0
 BOUND_SECONDS = 2 * DEADLINE + 6.0  # a batch and its retry, each cut at the deadline, and the request's work
 
 
-@pytest.fixture
-def committing(database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """The app on a database of its own, its committer's deadline shortened."""
-    monkeypatch.setattr(group_commit, "COMMIT_DEADLINE", DEADLINE)
-    var = tmp_path / "var"
-    with scratch_database(database_url, "committer") as url, app_client(url, var) as client:
-        yield client, var, url
+# each test's own app, on a database of its own, its committer's deadline shortened
+client = in_process_app(
+    scope="function", own_database="committer", patches=[(group_commit, "COMMIT_DEADLINE", DEADLINE)]
+)
 
 
 def commits_held_up(url: str) -> contextlib.AbstractContextManager[None]:
@@ -75,10 +70,10 @@ def health_within(client, status: int, seconds: float) -> httpx.Response:
     return answer
 
 
-def test_held_up_writes_are_503_health_says_why_and_all_recover_without_a_restart(committing):
-    client, var, url = committing
-    broker = bearer_headers(client, var, "demo-broker")
-    other = bearer_headers(client, var, "other-broker")
+def test_held_up_writes_are_503_health_says_why_and_all_recover_without_a_restart(client: InProcessClient):
+    url = client.database_url
+    broker = client.headers_of("demo-broker")
+    other = client.headers_of("other-broker")
     keyed = {**broker, "Idempotency-Key": f"held-{uuid.uuid4().hex}"}
     body = new_customer()
     assert health_within(client, 200, 10).status_code == 200

@@ -24,29 +24,21 @@ from litestar.testing import TestClient
 from litestar.testing import transport as test_transport
 from openapi_spec_validator import validate
 
-from interface.examples import guide_examples
-from interface.schemas.base import EXAMPLE_ADDRESS
+from interface.api_document.examples import guide_examples
+from interface.http.shapes import EXAMPLE_ADDRESS
 from tests.e2e.support import client_secrets
-from tests.in_process import app_client
+from tests.in_process import InProcessClient, in_process_app
 
 PACKAGE = "generated_ledger_client"
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")
 OPERATIONS = 28
 
 
-@pytest.fixture(scope="module")
-def var(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("generated-client") / "var"
+app = in_process_app(projections=True)
 
 
 @pytest.fixture(scope="module")
-def app(database_url: str, var: Path) -> Iterator[TestClient]:
-    with app_client(database_url, var, projections=True) as test_client:
-        yield test_client
-
-
-@pytest.fixture(scope="module")
-def document(app: TestClient) -> dict[str, Any]:
+def document(app: InProcessClient) -> dict[str, Any]:
     answer = app.get("/schema/openapi.json")
     assert answer.status_code == 200
     return answer.json()
@@ -91,7 +83,7 @@ def module(package: ModuleType, name: str) -> Any:
     return importlib.import_module(f"{package.__name__}.{name}")
 
 
-def client_of(generated: ModuleType, app: TestClient, var: Path, client_id: str) -> Any:
+def client_of(generated: ModuleType, app: InProcessClient, client_id: str) -> Any:
     """A generated client of `client_id`, with a token got through the generated client itself."""
     c = module(generated, "client")
     issue_token = module(generated, "api.authentication.issue_token")
@@ -103,7 +95,7 @@ def client_of(generated: ModuleType, app: TestClient, var: Path, client_id: str)
     form = models.TokenForm(
         grant_type=models.TokenFormGrantType.CLIENT_CREDENTIALS,
         client_id=client_id,
-        client_secret=client_secrets(var)[client_id],
+        client_secret=client_secrets(app.var)[client_id],
     )
     token = issue_token.sync(client=anonymous, body=form)
     assert isinstance(token, models.Token), token
@@ -117,13 +109,13 @@ def client_of(generated: ModuleType, app: TestClient, var: Path, client_id: str)
 
 
 @pytest.fixture(scope="module")
-def broker(generated: ModuleType, app: TestClient, var: Path) -> Any:
-    return client_of(generated, app, var, "demo-broker")
+def broker(generated: ModuleType, app: InProcessClient) -> Any:
+    return client_of(generated, app, "demo-broker")
 
 
 @pytest.fixture(scope="module")
-def operator(generated: ModuleType, app: TestClient, var: Path) -> Any:
-    return client_of(generated, app, var, "demo-operator")
+def operator(generated: ModuleType, app: InProcessClient) -> Any:
+    return client_of(generated, app, "demo-operator")
 
 
 def active_customer_with_account(generated: ModuleType, broker: Any) -> tuple[str, str]:

@@ -6,15 +6,13 @@ PostgreSQL."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
-from litestar.testing import TestClient
 
-from interface import idempotency
-from interface.idempotency import IdempotencyStore
-from tests.in_process import bearer_headers
+from interface.http import idempotency
+from interface.http.idempotency import IdempotencyStore
+from tests.in_process import InProcessClient
 
 
 def kept_keys(database_url: str, key: str) -> int:
@@ -24,7 +22,7 @@ def kept_keys(database_url: str, key: str) -> int:
 
 
 def test_an_answer_that_cannot_be_kept_is_still_sent_whole_and_its_key_is_freed(
-    client: TestClient, var: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+    client: InProcessClient, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def database_gone(*args: object) -> bool:
         raise psycopg.OperationalError("connection lost")
@@ -32,7 +30,7 @@ def test_an_answer_that_cannot_be_kept_is_still_sent_whole_and_its_key_is_freed(
     monkeypatch.setattr(IdempotencyStore, "finish", database_gone)
     key = f"lost-answer-{uuid.uuid4().hex}"
     code = f"lost-{uuid.uuid4().hex[:12]}"
-    headers = {**bearer_headers(client, var, "demo-broker"), "Idempotency-Key": key}
+    headers = {**client.headers_of("demo-broker"), "Idempotency-Key": key}
     answer = client.post("/customer", json={"customerCode": code, "trustLevel": "Basic"}, headers=headers)
     assert answer.status_code == 201, answer.text
     assert answer.json()["customerCode"] == code
@@ -40,11 +38,11 @@ def test_an_answer_that_cannot_be_kept_is_still_sent_whole_and_its_key_is_freed(
 
 
 def test_an_answer_over_the_size_a_key_keeps_is_sent_whole_and_its_key_is_freed(
-    client: TestClient, var: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+    client: InProcessClient, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(idempotency, "MAX_STORED_ANSWER", 64)  # below any answer: as an oversized one
     key = f"large-answer-{uuid.uuid4().hex}"
-    headers = {**bearer_headers(client, var, "demo-broker"), "Idempotency-Key": key}
+    headers = {**client.headers_of("demo-broker"), "Idempotency-Key": key}
     body = {"customerCode": f"large-{uuid.uuid4().hex[:12]}", "trustLevel": "Basic"}
     answer = client.post("/customer", json=body, headers=headers)
     assert answer.status_code == 201, answer.text

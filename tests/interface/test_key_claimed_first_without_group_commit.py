@@ -5,7 +5,6 @@ and replayed. In-process, on an app of this module's own."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -13,17 +12,15 @@ from litestar.testing import TestClient
 
 from application.store.database import GROUP_COMMIT_ENV
 from tests.e2e.support import AddressSource
-from tests.in_process import app_client, bearer_headers
+from tests.in_process import InProcessClient, in_process_app
+
+client = in_process_app(env={GROUP_COMMIT_ENV: "off"})
 
 
-@pytest.fixture(scope="module")
-def client(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    var = tmp_path_factory.mktemp("library-recorder") / "var"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(GROUP_COMMIT_ENV, "off")
-        with app_client(database_url, var) as test_client:
-            test_client.headers.update(bearer_headers(test_client, var, "demo-broker"))
-            yield test_client
+@pytest.fixture(scope="module", autouse=True)
+def as_the_broker(client: InProcessClient) -> None:
+    """Every request of this module's tests is demo-broker's."""
+    client.headers.update(client.headers_of("demo-broker"))
 
 
 def test_a_key_is_claimed_before_its_request_runs_and_its_answer_replayed(

@@ -4,9 +4,8 @@ dashboard's series and the document's operations match one to one (parameter nam
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from tests.in_process import app_client, bearer_headers
+from tests.in_process import InProcessClient
 
 ROUTE = re.compile(r'^broker_ledger_requests_total\{method="GET",route="([^"]+)"')
 PROBED = (
@@ -17,14 +16,12 @@ PROBED = (
 )
 
 
-def test_the_route_of_every_counted_request_is_a_path_of_the_api_document(database_url: str, tmp_path: Path):
-    var = tmp_path / "var"
-    with app_client(database_url, var) as client:
-        headers = bearer_headers(client, var, "demo-broker")
-        for path in PROBED:
-            assert client.get(path, headers=headers).status_code == 404
-        documented = set(client.get("/schema/openapi.json").json()["paths"])
-        lines = client.get("/metrics").text.splitlines()
+def test_the_route_of_every_counted_request_is_a_path_of_the_api_document(client: InProcessClient):
+    headers = client.headers_of("demo-broker")
+    for path in PROBED:
+        assert client.get(path, headers=headers).status_code == 404
+    documented = set(client.get("/schema/openapi.json").json()["paths"])
+    lines = client.get("/metrics").text.splitlines()
     routes = {match.group(1) for line in lines if (match := ROUTE.match(line))}
     # the API document's own pages (`/schema/{path}`, counted by whatever test read them in this process)
     # are not operations of the document

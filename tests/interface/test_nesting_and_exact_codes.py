@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from litestar.testing import TestClient
 
 from tests.amount_fields import DEPOSIT_ADDRESS, account_buy, account_sell, buy, sell
 from tests.e2e.support import client_secrets
+from tests.in_process import InProcessClient
 
 MISSING_TX = "TX0000000000000000"
 NEWLINE = "\n"
@@ -251,8 +251,8 @@ def test_a_customer_code_with_a_trailing_newline_is_not_a_second_customer(
     assert (existing.status_code, existing.json()["code"]) == (409, "customer_already_exists")
 
 
-def test_a_client_id_with_a_trailing_newline_is_no_client(client: TestClient, var: Path) -> None:
-    secret = client_secrets(var)["demo-broker"]
+def test_a_client_id_with_a_trailing_newline_is_no_client(client: InProcessClient) -> None:
+    secret = client_secrets(client.var)["demo-broker"]
     form = {"grant_type": "client_credentials", "client_id": "demo-broker\n", "client_secret": secret}
 
     answer = client.post("/connect/token", data=form)

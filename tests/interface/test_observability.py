@@ -15,7 +15,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from application.logs import JsonLines, formatter_for_output, log_config
 from projections.catalog import PROJECTIONS
-from tests.in_process import bearer_headers
 
 
 def samples(client: TestClient) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -70,7 +69,7 @@ def test_metrics_show_every_projection_position_and_lag_and_the_pools_in_use(cli
     assert pools == {"event_store", "api", "idempotency", "read_models"}
 
 
-def test_a_write_is_seen_as_a_group_commit_batch(client, var):
+def test_a_write_is_seen_as_a_group_commit_batch(client):
     def batches() -> float:
         return samples(client).get(("broker_ledger_group_commit_batch_saves_count", frozenset()), 0.0)
 
@@ -78,16 +77,14 @@ def test_a_write_is_seen_as_a_group_commit_batch(client, var):
     answer = client.post(
         "/customer",
         json={"customerCode": f"metrics-{uuid.uuid4().hex[:12]}", "trustLevel": "Basic"},
-        headers=bearer_headers(client, var, "demo-broker"),
+        headers=client.headers_of("demo-broker"),
     )
     assert answer.status_code == 201, answer.text
     assert batches() >= before + 1
 
 
-def test_each_request_writes_one_access_log_line_with_route_status_client_duration_and_key(
-    client, var, caplog
-):
-    headers = bearer_headers(client, var, "demo-broker")
+def test_each_request_writes_one_access_log_line_with_route_status_client_duration_and_key(client, caplog):
+    headers = client.headers_of("demo-broker")
     with caplog.at_level(logging.INFO, logger="broker_ledger.access"):
         client.get("/prices/EUR", headers={**headers, "Idempotency-Key": "k-1"})
     lines = [record for record in caplog.records if getattr(record, "path", None) == "/prices/EUR"]
@@ -119,7 +116,7 @@ def test_the_log_configuration_routes_uvicorns_loggers_through_the_one_format():
 
 
 def test_a_metrics_directory_is_fresh_for_each_multi_worker_start(tmp_path: Path):
-    from interface.serve import fresh_metrics_dir
+    from interface.cli.serve import fresh_metrics_dir
 
     (tmp_path / "metrics").mkdir()
     (tmp_path / "metrics" / "counter_1.db").write_bytes(b"old")
@@ -127,8 +124,8 @@ def test_a_metrics_directory_is_fresh_for_each_multi_worker_start(tmp_path: Path
     assert list(directory.iterdir()) == []
 
 
-def test_a_body_whose_client_went_away_is_counted_as_a_400_not_a_500(client, var):
-    headers = bearer_headers(client, var, "demo-broker")
+def test_a_body_whose_client_went_away_is_counted_as_a_400_not_a_500(client):
+    headers = client.headers_of("demo-broker")
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},

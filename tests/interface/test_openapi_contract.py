@@ -16,22 +16,23 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
 from litestar import Litestar
 from schemathesis.config import SchemathesisConfig
-from schemathesis.python.asgi import shutdown_lifespans
+from schemathesis.python.asgi import get_client, shutdown_lifespans
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from application.credentials import VAR_ENV
-from application.settings import SETTINGS_ENV
 from interface.app import Runtime, build_runtime, create_app
-from interface.schemas.base import EXAMPLE_ACCOUNT, EXAMPLE_ADDRESS, EXAMPLE_CUSTOMER
-from interface.security import AUDITOR, BROKER, OPERATOR
+from interface.http.security import AUDITOR, BROKER, OPERATOR
+from interface.http.shapes import EXAMPLE_ACCOUNT, EXAMPLE_ADDRESS, EXAMPLE_CUSTOMER
 from projections.callbacks.service import Callbacks
 from projections.callbacks.urls import SystemResolver
+from tests.e2e.support import client_secrets, obtain_token
+from tests.in_process import app_environment
 
 SEED = 20260310
 GUIDE_CUSTOMER = "alice-1"
@@ -81,10 +82,12 @@ REFUSED_FOR_STATE = {
 
 
 class CountingApp:
-    """The application, counting the requests Schemathesis sends it (the API document's own excluded)."""
+    """The application, counting the requests Schemathesis sends it (the API document's own excluded), and
+    the var directory it was built with (its clients' secrets)."""
 
-    def __init__(self, app: Litestar) -> None:
+    def __init__(self, app: Litestar, var: Path) -> None:
         self.app = app
+        self.var = var
         self.statuses: Counter[str] = Counter()
 
     @property
@@ -106,13 +109,22 @@ class CountingApp:
         await self.app(scope, receive, counting_send)
 
 
-def tokens_by_operation(runtime: Runtime, document: dict[str, Any]) -> dict[str, str]:
-    """Per guarded operation ("POST /customer"): a token of a client holding the first role the operation's
+def tokens_of_roles(counting_app: CountingApp) -> dict[str, str]:
+    """A token per role, from POST /connect/token of the app as its clients get them. The requests go through
+    Schemathesis' own ASGI session (whose lifespan of the app the run goes on with) and are not counted among
+    the run's."""
+    secrets = client_secrets(counting_app.var)
+    with get_client(counting_app) as session:
+        tokens = {
+            role: obtain_token(session, client, secrets[client]) for role, client in CLIENT_OF_ROLE.items()
+        }
+    counting_app.statuses.clear()
+    return tokens
+
+
+def tokens_by_operation(tokens: dict[str, str], document: dict[str, Any]) -> dict[str, str]:
+    """Per guarded operation ("POST /customer"): the token of a client holding the first role the operation's
     security requirement names in the document."""
-    tokens = {
-        role: runtime.tokens.issue(runtime.credentials.client(client)).access_token
-        for role, client in CLIENT_OF_ROLE.items()
-    }
     return {
         f"{method.upper()} {path}": tokens[operation["security"][0]["bearer"][0]]
         for path, operations in document["paths"].items()
@@ -139,27 +151,29 @@ def seed_the_examples(runtime: Runtime) -> None:
     """The customer and account the document's examples name, so example requests succeed (2xx) and their
     answers are checked too, not only refusals."""
     partner = runtime.credentials.client(CLIENT_OF_ROLE[BROKER]).partner
-    runtime.ledger.register_customer(partner, EXAMPLE_CUSTOMER, "Basic", status="ACTIVE")
-    account, _ = runtime.ledger.open_account(partner, EXAMPLE_CUSTOMER, EXAMPLE_ADDRESS)
+    runtime.use_cases.customers.register_customer(partner, EXAMPLE_CUSTOMER, "Basic", status="ACTIVE")
+    account, _ = runtime.use_cases.customers.open_account(partner, EXAMPLE_CUSTOMER, EXAMPLE_ADDRESS)
     assert account.code == EXAMPLE_ACCOUNT
     # the customer of the operations' examples taken from docs/api.md, with the address they buy to
-    runtime.ledger.register_customer(partner, GUIDE_CUSTOMER, "Basic", status="ACTIVE")
-    runtime.ledger.open_account(partner, GUIDE_CUSTOMER, GUIDE_ADDRESS)
+    runtime.use_cases.customers.register_customer(partner, GUIDE_CUSTOMER, "Basic", status="ACTIVE")
+    runtime.use_cases.customers.open_account(partner, GUIDE_CUSTOMER, GUIDE_ADDRESS)
 
 
 @pytest.fixture(scope="module")
 def counting_app(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CountingApp]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(VAR_ENV, str(tmp_path_factory.mktemp("var")))
-        patch.delenv(SETTINGS_ENV, raising=False)
-        # generated callback URLs name hosts nobody owns: they resolve to a public address without asking
-        # DNS, and no callback is delivered (nothing leaves 127.0.0.1)
-        patch.setattr(SystemResolver, "__call__", lambda self, host, port: [PUBLIC_ADDRESS])
-        patch.setattr(Callbacks, "start", lambda self: None)
-        patch.setattr(Callbacks, "stop", lambda self: None)
+    """The app in the environment of tests/in_process.py, its lifespan Schemathesis' (not a test client's)."""
+    var = tmp_path_factory.mktemp("contract") / "var"
+    # generated callback URLs name hosts nobody owns: they resolve to a public address without asking DNS,
+    # and no callback is delivered (nothing leaves 127.0.0.1)
+    patches = [
+        (SystemResolver, "__call__", lambda self, host, port: [PUBLIC_ADDRESS]),
+        (Callbacks, "start", lambda self: None),
+        (Callbacks, "stop", lambda self: None),
+    ]
+    with app_environment(var, projections=True, patches=patches):
         runtime = build_runtime(database_url)
         seed_the_examples(runtime)
-        app = CountingApp(create_app(runtime))
+        app = CountingApp(create_app(runtime), var)
         yield app
         shutdown_lifespans()
 
@@ -178,7 +192,7 @@ def api_schema(counting_app: CountingApp, request: pytest.FixtureRequest) -> Any
         }
     )
     schema = schemathesis.openapi.from_asgi("/schema/openapi.json", counting_app, config=config)
-    tokens = tokens_by_operation(counting_app.app.state.runtime, schema.raw_schema)
+    tokens = tokens_by_operation(tokens_of_roles(counting_app), schema.raw_schema)
     schema.auth.auth(refresh_interval=None)(role_tokens(tokens))
     return schema
 

@@ -5,14 +5,13 @@ document lists for that operation (`x-codes` of the response, also written in it
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 from litestar.testing import TestClient
 
-from interface.schemas.base import EXAMPLE_ADDRESS
-from tests.in_process import bearer_headers
+from interface.http.shapes import EXAMPLE_ADDRESS
+from tests.in_process import InProcessClient
 
 MISSING_TX = "TX0000000000000000"
 BUY = {
@@ -31,8 +30,8 @@ def document(client: TestClient) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def headers(client: TestClient, var: Path) -> dict[str, dict[str, str]]:
-    return {role: bearer_headers(client, var, f"demo-{role}") for role in ("broker", "operator")}
+def headers(client: InProcessClient) -> dict[str, dict[str, str]]:
+    return {role: client.headers_of(f"demo-{role}") for role in ("broker", "operator")}
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ from typing import Any
 
 import psycopg
 
-from interface.reading import Reader
+from interface.transactions.reading import Reader
 from tests.databases import kept_position
-from tests.in_process import bearer_headers
 
 
 def log_head(database_url: str) -> int:
@@ -18,8 +17,8 @@ def log_head(database_url: str) -> int:
         return conn.execute("SELECT max(notification_id) FROM ledger.ledger_events").fetchone()[0]
 
 
-def test_a_write_keeps_its_partners_position_before_its_answer_is_sent(client, var, database_url):
-    headers = bearer_headers(client, var, "demo-broker")
+def test_a_write_keeps_its_partners_position_before_its_answer_is_sent(client, database_url):
+    headers = client.headers_of("demo-broker")
     answer = client.post(
         "/customer",
         json={"customerCode": f"ryw-{uuid.uuid4().hex[:12]}", "trustLevel": "Basic"},
@@ -29,9 +28,9 @@ def test_a_write_keeps_its_partners_position_before_its_answer_is_sent(client, v
     assert kept_position(database_url, "demo") == log_head(database_url)
 
 
-def test_a_refused_write_keeps_no_position(client, var, database_url):
+def test_a_refused_write_keeps_no_position(client, database_url):
     before = kept_position(database_url, "other")
-    headers = bearer_headers(client, var, "other-broker")
+    headers = client.headers_of("other-broker")
     answer = client.post("/customer", json={"trustLevel": "Basic"}, headers=headers)
     assert answer.status_code == 422
     assert kept_position(database_url, "other") == before

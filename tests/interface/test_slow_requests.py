@@ -1,4 +1,5 @@
-"""A request must arrive in time (`interface/http_limits.py`): a head or body sent too slowly is answered 408
+"""A request must arrive in time (`interface/http/server_limits.py`): a head or body sent too slowly is
+answered 408
 with a problem and its connection closed, a connection that sends nothing is closed, and a request that
 arrives in time is served. On uvicorn with the server's own protocol, over real sockets, with an app that
 echoes the size of the body it read; the limits are half a second here."""
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from interface.http_limits import limited_protocol
+from interface.http.server_limits import limited_protocol
 
 HEAD_SECONDS = 0.5
 BODY_SECONDS = 0.5
@@ -44,14 +45,14 @@ class EchoApp:
 
 
 @pytest.fixture(scope="module")
-def app() -> EchoApp:
+def echo_app() -> EchoApp:
     return EchoApp()
 
 
 @pytest.fixture(scope="module")
-def address(app: EchoApp) -> Iterator[tuple[str, int]]:
+def address(echo_app: EchoApp) -> Iterator[tuple[str, int]]:
     config = uvicorn.Config(
-        app,
+        echo_app,
         host="127.0.0.1",
         port=0,
         http=limited_protocol(HEAD_SECONDS, BODY_SECONDS),
@@ -106,8 +107,8 @@ def test_a_head_sent_a_byte_at_a_time_is_answered_408_within_the_head_limit(addr
     assert problem["detail"] == "the request line and headers did not arrive within 0.5 s"
 
 
-def test_a_body_that_stops_short_is_answered_408_and_the_app_sees_its_client_gone(address, app):
-    disconnects = app.disconnects
+def test_a_body_that_stops_short_is_answered_408_and_the_app_sees_its_client_gone(address, echo_app):
+    disconnects = echo_app.disconnects
     with connect(address) as connection:
         started = time.monotonic()
         connection.sendall(b"POST /buy HTTP/1.1\r\nHost: ledger\r\nContent-Length: 10\r\n\r\nabc")
@@ -117,7 +118,7 @@ def test_a_body_that_stops_short_is_answered_408_and_the_app_sees_its_client_gon
     assert status == "HTTP/1.1 408 Request Timeout"
     assert problem["status"] == 408
     assert problem["detail"] == "the request body did not arrive within 0.5 s"
-    assert app.disconnects == disconnects + 1
+    assert echo_app.disconnects == disconnects + 1
 
 
 def test_a_connection_that_sends_nothing_is_closed_without_an_answer(address):

@@ -7,19 +7,17 @@ on a database of its own (the stall would otherwise be every other test's)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from litestar.testing import TestClient
 
-from interface import presenters
-from interface.reading import Reader
+from interface.transactions import presenters
+from interface.transactions.reading import Reader
 from projections.queries import find_transaction
 from tests.e2e.support import ENCODER, PROBLEM_JSON, AddressSource, Customer, buy_body, unique_code
-from tests.in_process import app_client, bearer_headers
-from tests.projections.audit_support import own_database
+from tests.in_process import InProcessClient, in_process_app
 from tests.projections.stall_support import insert_unappliable_event
 
 
@@ -67,24 +65,28 @@ def wait_for(client: TestClient, path: str, status: int, seconds: float = 30) ->
         time.sleep(0.1)
 
 
+# the app with its projections, on a database of its own: the stall would otherwise be every other test's
+client = in_process_app(projections=True, own_database="broker_stall")
+
+
 @pytest.fixture(scope="module")
-def stalled(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stalled]:
-    var = tmp_path_factory.mktemp("stall") / "var"
-    with own_database(database_url) as url, app_client(url, var, projections=True) as client:
-        broker = InProcessApi(client, bearer_headers(client, var, "demo-broker"))
-        other = InProcessApi(client, bearer_headers(client, var, "other-broker"))
-        code = unique_code("stall")
-        created(broker.post_json("/customer", {"customerCode": code, "trustLevel": "Basic"}))
-        created(broker.put_json(f"/customer/{code}", {"status": "ACTIVE"}), 200)
-        address = AddressSource()()
-        account = created(broker.post_json(f"/customer/{code}/accounts", {"customerCryptoAddress": address}))
-        owner = Customer(code, account["accountCode"], address, account["dcReceiveAddress"])
-        before = created(broker.post_json("/brokerbuy", {**buy_body(owner, 100), "stage": True}))
-        healthy = wait_for(client, "/health", 200)
-        assert healthy.status_code == 200 and healthy.json() == {"status": "ok"}, healthy.text
-        bad = insert_unappliable_event(url)
-        after = created(broker.post_json("/brokerbuy", {**buy_body(owner, 50), "stage": True}))
-        yield Stalled(client, broker, other, bad, before["transaction"], after["transaction"])
+def stalled(client: InProcessClient) -> Stalled:
+    """A buy the read models show, then an event ReadModels cannot apply, then a buy recorded after it."""
+    url = client.database_url
+    broker = InProcessApi(client, client.headers_of("demo-broker"))
+    other = InProcessApi(client, client.headers_of("other-broker"))
+    code = unique_code("stall")
+    created(broker.post_json("/customer", {"customerCode": code, "trustLevel": "Basic"}))
+    created(broker.put_json(f"/customer/{code}", {"status": "ACTIVE"}), 200)
+    address = AddressSource()()
+    account = created(broker.post_json(f"/customer/{code}/accounts", {"customerCryptoAddress": address}))
+    owner = Customer(code, account["accountCode"], address, account["dcReceiveAddress"])
+    before = created(broker.post_json("/brokerbuy", {**buy_body(owner, 100), "stage": True}))
+    healthy = wait_for(client, "/health", 200)
+    assert healthy.status_code == 200 and healthy.json() == {"status": "ok"}, healthy.text
+    bad = insert_unappliable_event(url)
+    after = created(broker.post_json("/brokerbuy", {**buy_body(owner, 50), "stage": True}))
+    return Stalled(client, broker, other, bad, before["transaction"], after["transaction"])
 
 
 def read_models_stalled(client: TestClient, seconds: float = 30) -> Any:
@@ -146,7 +148,9 @@ def test_the_read_model_and_the_aggregate_present_a_transaction_alike(stalled):
     row = find_transaction(reader.view, "demo", code)
     assert row is not None
     from_row = presenters.transaction_row(reader.ledger.settings, row)
-    from_aggregate = presenters.transaction(reader.ledger.settings, reader.ledger.transaction("demo", code))
+    from_aggregate = presenters.transaction(
+        reader.ledger.settings, reader.ledger.store.transaction("demo", code)
+    )
     assert from_row == from_aggregate.transaction
 
 

@@ -31,7 +31,8 @@ from tests.e2e.conftest import (  # noqa: F401
     token_signing_key,
     tokens,
 )
-from tests.e2e.support import API_VERSION, Api, Connect, api_client, running_server
+from tests.e2e.support import API_VERSION, Api, Connect, api_client
+from tests.processes import running_server
 
 
 @pytest.fixture(scope="package")
@@ -48,8 +49,8 @@ def server_log(server_var: Path) -> Path:
 def base_url(database_url: str, server_var: Path, server_log: Path) -> Iterator[str]:
     # the smallest pools serve allows: other process tests start their own servers while this one runs
     budget = {CONNECTIONS_ENV: str(MIN_CONNECTIONS)}
-    with running_server(database_url, server_var, server_log, workers=2, env=budget) as url:
-        yield url
+    with running_server(database_url, server_var, server_log, workers=2, env=budget) as server:
+        yield server.base_url
 
 
 @pytest.fixture(scope="package")

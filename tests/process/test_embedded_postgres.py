@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -19,59 +17,32 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 
 from application.store.embedded_postgres import LOG_FILE, PID_FILE, stop_server
-from tests.e2e.support import INHERITED_NOT, ROOT, SERVE_COMMAND, free_port, log_tail
+from tests.processes import ApiServer
 
-START_SECONDS = 90
+START_SECONDS = 90  # initdb included
 STOP_SECONDS = 20
 
 
-class Serve:
-    """`broker-ledger serve` on the embedded server with data in `var/pgdata`."""
+def serve(var: Path, log: Path) -> ApiServer:
+    """`broker-ledger serve` started on the embedded server with data in `var/pgdata` (no DATABASE_URL),
+    once it answers."""
+    server = ApiServer(None, var, log, workers=None, ready="/health/live", start_seconds=START_SECONDS)
+    server.start()
+    return server
 
-    def __init__(self, var: Path, log: Path) -> None:
-        self.var, self.log = var, log
-        self.port = free_port()
-        dropped = (*INHERITED_NOT, "DATABASE_URL", "BROKER_LEDGER_VAR")
-        env = {key: value for key, value in os.environ.items() if key not in dropped}
-        env["BROKER_LEDGER_VAR"] = str(var)
-        with log.open("ab") as output:
-            self.process = subprocess.Popen(
-                [*SERVE_COMMAND, "--port", str(self.port)],
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self._wait_until_healthy()
 
-    def _wait_until_healthy(self) -> None:
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, f"serve exited early:\n{log_tail(self.log)}"
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{self.port}/health/live", timeout=2).status_code < 500:
-                    return
-            time.sleep(0.1)
-        raise AssertionError(f"serve did not answer within {START_SECONDS} s:\n{log_tail(self.log)}")
-
-    def watchdog(self) -> psutil.Process:
-        (found,) = [
-            child
-            for child in psutil.Process(self.process.pid).children()
-            if "application.store.embedded_postgres" in " ".join(child.cmdline())
-        ]
-        return found
-
-    def kill(self) -> None:
-        os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(STOP_SECONDS)
+def watchdog(server: ApiServer) -> psutil.Process:
+    """The process that stops the embedded PostgreSQL once `serve` is gone."""
+    (found,) = [
+        child
+        for child in psutil.Process(server.pid).children()
+        if "application.store.embedded_postgres" in " ".join(child.cmdline())
+    ]
+    return found
 
 
 def postmaster(var: Path) -> int | None:
@@ -111,9 +82,7 @@ def first_start() -> Iterator[FirstStart]:
     root = fresh_root()
     var = root / "var"
     try:
-        serve = Serve(var, root / "serve.log")
-        serve.process.send_signal(signal.SIGTERM)
-        code = serve.process.wait(STOP_SECONDS)
+        code = serve(var, root / "serve.log").stop(STOP_SECONDS)
         yield FirstStart(var, code, (root / "serve.log").read_text())
     finally:
         stop_server(var / "pgdata")
@@ -136,13 +105,13 @@ def var(first_start: FirstStart) -> Iterator[Path]:
 
 
 def test_the_embedded_server_stops_when_serve_is_killed_with_sigkill(var: Path, tmp_path: Path) -> None:
-    serve = Serve(var, tmp_path / "serve.log")
+    started = serve(var, tmp_path / "serve.log")
     server = postmaster(var)
     assert server is not None
     owner = json.loads((var / PID_FILE).read_text())
-    assert (owner["owner"], owner["postmaster"]) == (serve.process.pid, server)
+    assert (owner["owner"], owner["postmaster"]) == (started.pid, server)
 
-    serve.kill()
+    started.kill_leader()
 
     assert gone_within(server), f"PostgreSQL {server} still runs after serve was killed"
     deadline = time.monotonic() + 5  # the watchdog removes the owner record once the server has stopped
@@ -154,21 +123,20 @@ def test_the_embedded_server_stops_when_serve_is_killed_with_sigkill(var: Path, 
 
 def test_a_server_left_by_a_run_that_is_gone_is_stopped_by_the_next_start(var: Path, tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
-    first = Serve(var, log)
+    first = serve(var, log)
     orphan = postmaster(var)
     assert orphan is not None
-    first.watchdog().kill()  # as if the watchdog had died too: the server outlives its owner
-    first.kill()
+    watchdog(first).kill()  # as if the watchdog had died too: the server outlives its owner
+    first.kill_leader()
     assert postmaster(var) == orphan
 
-    second = Serve(var, log)
+    second = serve(var, log)
 
     assert gone_within(orphan)
     fresh = postmaster(var)
     assert fresh not in (None, orphan)
     assert "stopping an orphaned embedded PostgreSQL" in log.read_text()
-    second.process.send_signal(signal.SIGTERM)
-    assert second.process.wait(STOP_SECONDS) == 0
+    assert second.stop(STOP_SECONDS) == 0
     assert gone_within(fresh)
     assert not (var / PID_FILE).exists()
 

@@ -13,10 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.support import CLIENTS, ROOT, SERVE_COMMAND
-
-NO_PROJECTIONS = ("--no-projections",)
-WORKERS_GONE_SECONDS = 15  # a worker's graceful shutdown (at most 10 s) and its exit
+from tests.e2e.support import CLIENTS, ROOT
+from tests.processes import SERVE_COMMAND
 
 
 def test_health_answers_without_a_token(base_url: str) -> None:
@@ -49,7 +47,7 @@ def test_the_console_script_entry_point_knows_serve() -> None:
 
 def test_python_dash_m_interface_cli_knows_serve() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "interface.cli", "serve", "--help"],
+        [sys.executable, "-m", "interface.cli.main", "serve", "--help"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from interface.http_limits import HEAD_LIMIT
+from interface.http.server_limits import HEAD_LIMIT
 
 REFUSED = "Invalid HTTP request received."
 

@@ -15,7 +15,6 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from application.adapters.addresses import Bip32AddressBook
-from application.adapters.prices import FixedPrices
 from application.commands import BuyRequest, DepositReport, SellRequest, SendoutReport
 from application.ledger import Ledger
 from application.ports import SystemClock
@@ -25,6 +24,7 @@ from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit_sql import small_pool
 from projections.catalog import PROJECTIONS
 from projections.runner import ProjectionSpec, open_view, replay
+from tests.application.conftest import use_cases_of
 from tests.databases import scratch_database
 
 FIRST_ADDRESS_INDEX = 5000  # customers' own addresses; the service hands out deposit addresses from 0
@@ -48,14 +48,16 @@ def new_ledger(url: str, pool_size: int = 2) -> Ledger:
         "POSTGRES_POOL_SIZE": str(pool_size),
         "POSTGRES_MAX_OVERFLOW": "0",
     }
-    return Ledger(settings, FixedPrices(settings, clock), Bip32AddressBook(settings.cryptos), clock, env=env)
+    return Ledger(settings, clock, env=env)
 
 
 class Flows:
-    """Whole customer lives on a ledger: registered, an account, a buy completed, a sell paid out."""
+    """Whole customer lives on a ledger, through its use cases: registered, an account, a buy completed, a
+    sell paid out."""
 
     def __init__(self, ledger: Ledger, prefix: str = "c", partner: str = "demo") -> None:
         self.ledger = ledger
+        self.use_cases = use_cases_of(ledger)
         self.prefix = prefix
         self.partner = partner
         self.book = Bip32AddressBook(ledger.settings.cryptos)
@@ -64,10 +66,10 @@ class Flows:
     def customer_life(self, index: int | None = None) -> None:
         i = next(self._numbers) if index is None else index
         code = f"{self.prefix}{i}"
-        ledger, partner = self.ledger, self.partner
-        ledger.register_customer(partner, code, "Basic", status="ACTIVE")
+        use_cases, partner = self.use_cases, self.partner
+        use_cases.customers.register_customer(partner, code, "Basic", status="ACTIVE")
         address = self.book.derive("BTC", FIRST_ADDRESS_INDEX + _address_index(self.prefix, i)).address
-        account, _ = ledger.open_account(partner, code, address)
+        account, _ = use_cases.customers.open_account(partner, code, address)
         buy = BuyRequest(
             customer_code=code,
             currency="EUR",
@@ -76,8 +78,8 @@ class Flows:
             destination_address=address,
             payment_method="BANK_EUR_BUY",
         )
-        bought = ledger.create_buy(partner, buy, stage=False)
-        ledger.report_sendout(partner, SendoutReport(bought.code, f"out-{bought.code}", 2))
+        bought = use_cases.buys.create(partner, buy, stage=False)
+        use_cases.settlement.report_sendout(partner, SendoutReport(bought.code, f"out-{bought.code}", 2))
         sell = SellRequest(
             customer_code=code,
             account_code=account.code,
@@ -86,12 +88,12 @@ class Flows:
             payment_method="BANK_EUR_SELL",
             crypto_amount=Decimal("0.00123457"),
         )
-        sold = ledger.create_sell(partner, sell)
+        sold = use_cases.sells.create(partner, sell)
         deposit = DepositReport(
             "BTC", sold.order.destination_address, f"in-{sold.code}", sold.order.quote.crypto_amount, 2
         )
-        ledger.report_deposit(partner, deposit)
-        ledger.pay_out(partner, sold.code)
+        use_cases.settlement.report_deposit(partner, deposit)
+        use_cases.settlement.pay_out(partner, sold.code)
 
     def lives(self, count: int) -> None:
         for _ in range(count):

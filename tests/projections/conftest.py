@@ -16,9 +16,17 @@ from application.credentials import VAR_ENV
 from application.ledger import Ledger
 from application.store.database import build_url, eventsourcing_env
 from application.store.log import EVENTS_SCHEMA
+from application.use_cases import UseCases
 from projections.read_models import ReadModels
 from projections.runner import open_view, replay
-from tests.application.conftest import addresses, clock, make_ledger, settings  # noqa: F401
+from tests.application.conftest import (  # noqa: F401
+    addresses,
+    clock,
+    make_ledger,
+    make_use_cases,
+    settings,
+    use_cases_of,
+)
 from tests.databases import scratch_database
 from tests.projections.audit_support import lives, own_database
 from tests.projections.scenario import READ_MODELS, populate
@@ -38,6 +46,12 @@ def store_ledger(fresh_database: str, make_ledger: Callable[..., Ledger]) -> Led
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(EVENTS_SCHEMA)))
     env = eventsourcing_env(fresh_database, EVENTS_SCHEMA)
     return make_ledger(env={**env, "POSTGRES_POOL_SIZE": "2", "POSTGRES_MAX_OVERFLOW": "0"})
+
+
+@pytest.fixture
+def store_use_cases(store_ledger: Ledger) -> UseCases:
+    """The use cases on `store_ledger`."""
+    return use_cases_of(store_ledger)
 
 
 @pytest.fixture
@@ -81,9 +95,16 @@ def cli_database(fresh_database: str, tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.fixture
-def populated(cli_database: str, store_ledger: Ledger, clock, addresses, make_view) -> str:  # noqa: F811
+def populated(
+    cli_database: str,
+    store_ledger: Ledger,
+    store_use_cases: UseCases,
+    clock,  # noqa: F811
+    addresses,  # noqa: F811
+    make_view,
+) -> str:
     """The CLI's fresh database with the scenario's history and its read models replayed."""
-    populate(store_ledger, clock, addresses)
+    populate(store_use_cases, clock, addresses)
     replay(store_ledger, READ_MODELS, make_view())
     return cli_database
 

@@ -1,37 +1,25 @@
 """What the tests of projection runners share: the projections' positions and rows as the live `read` schema
-holds them, `broker-ledger projections run --processes N` in a process of its own (its runners found,
-killed and its supervisor held by their pids in its log), and buys with a callback URL sent to a real
-server, in a thread, until told to stop."""
+holds them, and buys with a callback URL sent to a real server, in a thread, until told to stop. (The
+`projections run` process itself is `tests.processes.ProjectionsRun`.)"""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg import sql
 
-from application.store.database import DATABASE_URL_ENV
 from projections import status
 from projections.callbacks.projection import CallbackOutbox
 from projections.catalog import PROJECTIONS
 from projections.postgres import READ_SCHEMA
-from tests.e2e.support import Api, Customer, buy_body, expect, log_tail
+from tests.e2e.support import Api, Customer, buy_body, expect
 from tests.projections.stall_support import head_of
 
 NAMES = [spec.name for spec in PROJECTIONS]
-CONSOLE_SCRIPT = Path(sys.executable).parent / "broker-ledger"
 OUTBOX_COLUMNS = (  # what the projection writes of a delivery (the rest is the delivery worker's)
     "event_id, partner, transaction_id, transaction_code, sequence, transaction_status, url, topic, version,"
     " state, created, notification_id"
@@ -61,73 +49,6 @@ def projection_rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
                 outbox = sql.Identifier(READ_SCHEMA, "callback_outbox")
                 found["callback_outbox"] = conn.execute(statement.format(outbox)).fetchall()
     return found
-
-
-class RunnerProcesses:
-    """`broker-ledger projections run --processes N` in a process of its own, its output in `log`."""
-
-    def __init__(self, url: str, var: Path, log: Path, processes: int) -> None:
-        self.env = {
-            **os.environ,
-            DATABASE_URL_ENV: url,
-            "BROKER_LEDGER_VAR": str(var),
-            "PYTHONUNBUFFERED": "1",
-        }
-        self.log = log
-        self.processes = processes
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        command = [str(CONSOLE_SCRIPT), "projections", "run", "--processes", str(self.processes)]
-        with self.log.open("ab") as output:
-            self.process = subprocess.Popen(command, env=self.env, stdout=output, stderr=subprocess.STDOUT)
-
-    def stop(self) -> int | None:
-        """SIGTERM, as an orchestrator stops it; its exit code (None if it was not running)."""
-        if self.process is None or self.process.poll() is not None:
-            return None
-        os.kill(self.process.pid, signal.SIGCONT)  # should a test have held it
-        self.process.terminate()
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            pytest.fail(f"projections run did not stop within 30 s of SIGTERM\n{self.tail()}")
-
-    def lines(self, pattern: str) -> list[re.Match[str]]:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return list(re.finditer(pattern, text))
-
-    def wait_for(self, pattern: str, count: int = 1, seconds: float = 30) -> list[re.Match[str]]:
-        """The lines of the log matching `pattern`, once there are `count` of them."""
-        deadline = time.monotonic() + seconds
-        while len(found := self.lines(pattern)) < count:
-            if time.monotonic() > deadline:
-                pytest.fail(f"{count} x {pattern!r} not logged within {seconds} s\n{self.tail()}")
-            time.sleep(0.05)
-        return found
-
-    def runner_pid(self, index: int) -> int:
-        """The pid of runner `index` as last started."""
-        started = self.wait_for(rf"runner {index} of {self.processes} started \(pid (\d+)\)")
-        return int(started[-1].group(1))
-
-    def kill_runner(self, index: int) -> None:
-        os.kill(self.runner_pid(index), signal.SIGKILL)
-
-    @contextlib.contextmanager
-    def supervisor_held(self) -> Iterator[None]:
-        """The parent stopped (SIGSTOP) while inside: it starts no runner again until it goes on."""
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            os.kill(self.process.pid, signal.SIGCONT)
-
-    def tail(self) -> str:
-        return log_tail(self.log)
 
 
 class Buying:

@@ -11,11 +11,11 @@ import pytest
 from psycopg.sql import SQL, Identifier
 
 from application.ledger import Ledger
+from bench.history import Scenario
 from domain.transaction import Status, Transaction
-from interface.cli import main
+from interface.cli.main import main
 from projections.read_models import ReadModels
 from projections.read_tables import TABLES, VIEWS
-from tests.projections.scenario import Scenario
 
 ORDER_BY = {
     "customers": "partner, customer_code",
@@ -47,7 +47,7 @@ def tracking_position(view: ReadModels) -> int:
 
 
 def transactions(ledger: Ledger, done: Scenario) -> list[Transaction]:
-    return [ledger.transaction(partner, code) for partner, code in done.transactions]
+    return [ledger.store.transaction(partner, code) for partner, code in done.transactions]
 
 
 def expected_daily_volumes(ledger: Ledger, done: Scenario) -> dict[tuple, dict[str, Any]]:

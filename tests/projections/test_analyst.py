@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from interface.cli import main
+from interface.cli.main import main
 from projections.catalog import PROJECTIONS, by_name
 from projections.runner import open_view
 from projections.status import record_failure

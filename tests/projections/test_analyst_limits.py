@@ -15,7 +15,7 @@ from application.credentials import VAR_ENV
 from application.store.advisory_locks import LOCK_FUNCTIONS
 from application.store.database import build_url
 from application.store.schema_lock import SCHEMA_LOCK
-from interface.cli import main
+from interface.cli.main import main
 from projections import status
 from projections.catalog import PROJECTIONS
 from projections.live import ProjectionWorker

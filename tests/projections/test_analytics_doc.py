@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from application.credentials import VAR_ENV
-from interface.analyst_cli import PRIVATE_TABLES
-from interface.cli import main
+from interface.cli.analyst import PRIVATE_TABLES
+from interface.cli.main import main
 from projections.catalog import PROJECTIONS, by_name
 from projections.read_tables import TABLES, VIEWS
 from projections.runner import open_view, replay
@@ -104,9 +104,17 @@ def readable_tables(conn: psycopg.Connection, role: str) -> dict[str, list[str]]
 
 
 def test_every_example_query_runs_as_the_analyst(
-    fresh_database, store_ledger, clock, addresses, make_view, analyst_name, tmp_path, monkeypatch
+    fresh_database,
+    store_ledger,
+    store_use_cases,
+    clock,
+    addresses,
+    make_view,
+    analyst_name,
+    tmp_path,
+    monkeypatch,
 ) -> None:
-    populate(store_ledger, clock, addresses)
+    populate(store_use_cases, clock, addresses)
     replay(store_ledger, READ_MODELS, make_view())
     audit_chain = open_view(fresh_database, by_name("AuditChain"))
     replay(store_ledger, by_name("AuditChain"), audit_chain)

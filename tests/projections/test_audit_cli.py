@@ -16,8 +16,8 @@ import pytest
 
 from application.credentials import VAR_ENV
 from application.store.database import DATABASE_URL_ENV
-from interface import audit_cli
-from interface.cli import main
+from interface.cli import audit as audit_cli
+from interface.cli.main import main
 from tests.projections.audit_support import Flows, catch_up, new_ledger, own_database, query, stored_event
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "broker-ledger"

@@ -13,8 +13,10 @@ import pytest
 
 from application.commands import AdjustmentRequest
 from application.ledger import Ledger
+from application.use_cases import UseCases
 from domain.reserves import BUILT_IN, ReserveAdjustment, ReservePlace
 from projections.audit import check_postings, verify
+from tests.application.conftest import use_cases_of
 from tests.projections.audit_support import catch_up, new_ledger, own_database
 
 
@@ -33,19 +35,24 @@ def ledger(url: str) -> Iterator[Ledger]:
         ledger.close()
 
 
+@pytest.fixture
+def use_cases(ledger: Ledger) -> UseCases:
+    return use_cases_of(ledger)
+
+
 def written_past_the_rule(
-    ledger: Ledger, request: AdjustmentRequest, code: str, partner: str = "demo"
+    use_cases: UseCases, request: AdjustmentRequest, code: str, partner: str = "demo"
 ) -> None:
     """Records an adjustment without the reserve check (as a ledger before the rule, or a bug, would)."""
-    movement = ledger.reserves.movement(request)
-    at = ledger.clock.now()
+    movement = use_cases.reserves.movement(request)
+    at = use_cases.ledger.clock.now()
     places = [
         ReservePlace.named(partner, place, at)
         for place in movement.reserves
         if place.name not in BUILT_IN
-        and ledger.store.find(ReservePlace.create_id(partner, place.name)) is None
+        and use_cases.ledger.store.find(ReservePlace.create_id(partner, place.name)) is None
     ]
-    ledger.save(ReserveAdjustment.record(partner, code, movement, None, at), *places)
+    use_cases.ledger.save(ReserveAdjustment.record(partner, code, movement, None, at), *places)
 
 
 def move(amount: str, to: str, to_type: str, source: str, source_type: str) -> AdjustmentRequest:
@@ -53,15 +60,15 @@ def move(amount: str, to: str, to_type: str, source: str, source_type: str) -> A
 
 
 def test_an_operators_reserve_below_zero_fails_the_postings_check_and_verify(
-    url: str, ledger: Ledger
+    url: str, use_cases: UseCases
 ) -> None:
-    ledger.record_adjustment(
+    use_cases.reserves.record_adjustment(
         "demo", AdjustmentRequest("OpeningBalance", "BTC", Decimal(1), "cold-a", "ColdStore")
     )
     catch_up(url)
     assert check_postings(url).status == "OK"
 
-    written_past_the_rule(ledger, move("1.5", "hot-wallet", "HotWallet", "cold-a", "ColdStore"), "RA-PAST")
+    written_past_the_rule(use_cases, move("1.5", "hot-wallet", "HotWallet", "cold-a", "ColdStore"), "RA-PAST")
     catch_up(url)
 
     result = check_postings(url)
@@ -74,14 +81,14 @@ def test_an_operators_reserve_below_zero_fails_the_postings_check_and_verify(
 
 
 def test_a_partners_reserve_is_checked_in_its_own_books_not_against_another_partners(
-    url: str, ledger: Ledger
+    url: str, use_cases: UseCases
 ) -> None:
     """other's cold-a holds 1 BTC, demo's nothing: demo's cold-a drawn below zero fails, whatever other's
     holds."""
-    ledger.record_adjustment(
+    use_cases.reserves.record_adjustment(
         "other", AdjustmentRequest("OpeningBalance", "BTC", Decimal(1), "cold-a", "ColdStore")
     )
-    written_past_the_rule(ledger, move("0.5", "hot-wallet", "HotWallet", "cold-a", "ColdStore"), "RA-PAST")
+    written_past_the_rule(use_cases, move("0.5", "hot-wallet", "HotWallet", "cold-a", "ColdStore"), "RA-PAST")
     catch_up(url)
 
     result = check_postings(url)
@@ -93,9 +100,9 @@ def test_a_partners_reserve_is_checked_in_its_own_books_not_against_another_part
 
 
 def test_postings_that_balance_overall_but_not_in_each_partners_books_fail_the_postings_check(
-    url: str, ledger: Ledger
+    url: str, use_cases: UseCases
 ) -> None:
-    ledger.record_adjustment(
+    use_cases.reserves.record_adjustment(
         "demo", AdjustmentRequest("OpeningBalance", "EUR", Decimal(10), "bank", "Exchange")
     )
     catch_up(url)
@@ -109,8 +116,8 @@ def test_postings_that_balance_overall_but_not_in_each_partners_books_fail_the_p
     ]
 
 
-def test_the_hot_wallet_below_zero_does_not_fail_the_postings_check(url: str, ledger: Ledger) -> None:
-    written_past_the_rule(ledger, move("2", "cold-b", "ColdStore", "hot-wallet", "HotWallet"), "RA-HOT")
+def test_the_hot_wallet_below_zero_does_not_fail_the_postings_check(url: str, use_cases: UseCases) -> None:
+    written_past_the_rule(use_cases, move("2", "cold-b", "ColdStore", "hot-wallet", "HotWallet"), "RA-HOT")
     catch_up(url)
     result = check_postings(url)
     assert result.status == "OK", result.details

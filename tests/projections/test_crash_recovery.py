@@ -5,20 +5,17 @@ event was skipped or applied twice, because each projection commits its changes 
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from application.store.database import DATABASE_URL_ENV, eventsourcing_env
+from application.store.database import eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit import compare_with_rebuild
 from projections.audit_chain_check import check_chain
@@ -26,9 +23,8 @@ from projections.audit_sql import small_pool
 from projections.catalog import PROJECTIONS
 from projections.live import PAGE_ENV
 from projections.runner import ProjectionSpec
+from tests.processes import ProjectionsRun
 from tests.projections.audit_support import Flows, new_ledger, own_database, query
-
-CONSOLE_SCRIPT = Path(sys.executable).parent / "broker-ledger"
 
 
 class Writers:
@@ -65,51 +61,21 @@ class Writers:
         self.ledger.close()
 
 
-class Worker:
-    """`broker-ledger projections run` in a process of its own, its output appended to a log file."""
+@dataclass
+class Crashes:
+    """How often the worker was killed, and how often with events still to process (AuditChain behind)."""
 
-    def __init__(self, url: str, tmp_path: Path) -> None:
-        # small pages: a backlog takes several transactions to catch up with, however fast they are, so
-        # that kills come in the middle of catching up
-        page = {PAGE_ENV: "10"}
-        self.env = {**os.environ, DATABASE_URL_ENV: url, "BROKER_LEDGER_VAR": str(tmp_path / "var"), **page}
-        self.log = tmp_path / "worker.log"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.kills = 0
-        self.behind = 0  # kills that came while the AuditChain projection had events left to process
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [str(CONSOLE_SCRIPT), "projections", "run"],
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-        self.kills += 1
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+    kills: int = 0
+    behind: int = 0
 
 
 @pytest.fixture
-def worker(database_url: str, tmp_path: Path) -> Iterator[tuple[str, Worker]]:
+def worker(database_url: str, tmp_path: Path) -> Iterator[tuple[str, ProjectionsRun]]:
+    """`broker-ledger projections run` on a database of its own, not started yet. Its pages are small: a
+    backlog takes several transactions to catch up with, however fast they are, so that kills come in the
+    middle of catching up."""
     with own_database(database_url) as url:
-        runner = Worker(url, tmp_path)
+        runner = ProjectionsRun(url, tmp_path / "var", tmp_path / "worker.log", env={PAGE_ENV: "10"})
         try:
             yield url, runner
         finally:
@@ -143,7 +109,7 @@ def expected_position(url: str, spec: ProjectionSpec) -> int:
 
 
 def wait_for(
-    condition: Callable[[], bool], what: str, worker: Worker, timeout: float = 90, poll: float = 0.05
+    condition: Callable[[], bool], what: str, worker: ProjectionsRun, timeout: float = 90, poll: float = 0.05
 ) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -153,11 +119,12 @@ def wait_for(
 
 
 def crash_repeatedly(
-    url: str, worker: Worker, *, kills: int, writers: int, pause: float, backlog: int, seed: int
-) -> None:
+    url: str, worker: ProjectionsRun, *, kills: int, writers: int, pause: float, backlog: int, seed: int
+) -> Crashes:
     """Kills the worker `kills` times, each time at a random point of catching up with a backlog of at
     least `backlog` events, while `writers` threads keep writing; then lets a last worker catch up."""
     rng = random.Random(seed)
+    crashes = Crashes()
     chain = next(spec for spec in PROJECTIONS if spec.name == "AuditChain")
     with Writers(url, writers, pause) as writing, psycopg.connect(url, autocommit=True) as watch:
         for _ in range(kills):
@@ -169,7 +136,8 @@ def crash_repeatedly(
             # polled closely (on one connection): a worker catches up with a page of 10 events in milliseconds
             wait_for(progressed, "the worker to make progress", worker, poll=0.002)
             worker.kill()
-            worker.behind += position(url, chain) < head(url)  # killed with events still to process
+            crashes.kills += 1
+            crashes.behind += position(url, chain) < head(url)  # killed with events still to process
         worker.start()
         time.sleep(rng.uniform(0.5, 1.5))  # the last worker runs alongside the writers for a while
     assert not writing.errors, writing.errors
@@ -177,6 +145,7 @@ def crash_repeatedly(
         expected = expected_position(url, spec)
         wait_for(lambda spec=spec, n=expected: position(url, spec) >= n, f"{spec.name} to catch up", worker)
     worker.stop()
+    return crashes
 
 
 def assert_nothing_skipped_or_applied_twice(url: str) -> None:
@@ -198,9 +167,9 @@ def assert_nothing_skipped_or_applied_twice(url: str) -> None:
 
 def test_read_models_equal_a_rebuild_after_the_worker_is_killed_mid_batch_repeatedly(worker):
     url, runner = worker
-    crash_repeatedly(url, runner, kills=5, writers=2, pause=0.5, backlog=80, seed=20260310)
-    assert runner.kills == 5
-    assert runner.behind >= 4
+    crashes = crash_repeatedly(url, runner, kills=5, writers=2, pause=0.5, backlog=80, seed=20260310)
+    assert crashes.kills == 5
+    assert crashes.behind >= 4
     assert_nothing_skipped_or_applied_twice(url)
 
 
@@ -208,7 +177,7 @@ def test_read_models_equal_a_rebuild_after_the_worker_is_killed_mid_batch_repeat
 @pytest.mark.timeout(1200)
 def test_read_models_equal_a_rebuild_after_many_kills_under_heavier_writes(worker):
     url, runner = worker
-    crash_repeatedly(url, runner, kills=25, writers=4, pause=0.05, backlog=300, seed=7)
-    assert runner.kills == 25
-    assert runner.behind >= 20
+    crashes = crash_repeatedly(url, runner, kills=25, writers=4, pause=0.05, backlog=300, seed=7)
+    assert crashes.kills == 25
+    assert crashes.behind >= 20
     assert_nothing_skipped_or_applied_twice(url)

@@ -12,7 +12,8 @@ from argon2 import PasswordHasher
 
 from application.credentials import VAR_ENV
 from interface.app import PROJECTIONS_ENV, projection_workers
-from interface.cli import main
+from interface.cli.main import main
+from interface.environment import Environment
 from projections.catalog import PROJECTIONS
 
 
@@ -22,14 +23,21 @@ def no_projections_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_api_worker_offers_to_run_every_projection_by_default() -> None:
-    [worker] = projection_workers(SimpleNamespace(database_url="postgresql://db/ledger"))
+    [worker] = projection_workers(
+        SimpleNamespace(database_url="postgresql://db/ledger", environment=Environment.read())
+    )
     assert [spec.name for spec in worker.specs] == [spec.name for spec in PROJECTIONS]
     assert "ReadModels" in {spec.name for spec in worker.specs}
 
 
 def test_an_api_worker_runs_no_projection_when_they_are_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PROJECTIONS_ENV, "off")
-    assert projection_workers(SimpleNamespace(database_url="postgresql://db/ledger")) == []
+    assert (
+        projection_workers(
+            SimpleNamespace(database_url="postgresql://db/ledger", environment=Environment.read())
+        )
+        == []
+    )
 
 
 def test_serve_with_no_projections_turns_them_off_for_its_workers(monkeypatch, tmp_path) -> None:
@@ -39,7 +47,7 @@ def test_serve_with_no_projections_turns_them_off_for_its_workers(monkeypatch, t
         "application.credentials.PasswordHasher",
         functools.partial(PasswordHasher, time_cost=1, memory_cost=8, parallelism=1),
     )
-    monkeypatch.setattr("interface.serve.QuietServer.run", lambda self: None)
+    monkeypatch.setattr("interface.cli.serve.QuietServer.run", lambda self: None)
     monkeypatch.setenv(PROJECTIONS_ENV, "on")  # so that the "off" serve writes is undone after the test
     with pytest.raises(SystemExit) as exit_:
         main(["serve", "--no-projections"])

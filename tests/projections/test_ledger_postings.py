@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from application.commands import AdjustmentRequest, BuyRequest, DepositReport, SellRequest, SendoutReport
-from application.ledger import Ledger
+from application.use_cases import UseCases
 from domain.transaction import Transaction
 from projections import posting_rules as rules
 from projections.ledger_postings import Postings, PostingsProjection
@@ -47,36 +47,38 @@ def conn(database_url: str) -> Iterator[psycopg.Connection]:
 class Flows:
     """A customer of partner demo (with Payouts) and one of other (without), and their transactions."""
 
-    def __init__(self, ledger: Ledger, addresses: Any) -> None:
-        self.ledger = ledger
+    def __init__(self, use_cases: UseCases, addresses: Any) -> None:
+        self.use_cases = use_cases
         self.wallets: dict[str, tuple[str, str]] = {}
         for partner in ("demo", "other"):
-            ledger.register_customer(partner, "c1", "Plus", status="ACTIVE")
+            use_cases.customers.register_customer(partner, "c1", "Plus", status="ACTIVE")
             address = addresses.next("BTC")
-            account, _ = ledger.open_account(partner, "c1", address)
+            account, _ = use_cases.customers.open_account(partner, "c1", address)
             self.wallets[partner] = (address, account.code)
 
     def buy(self, fiat: str, partner: str = "demo") -> Transaction:
         address, _ = self.wallets[partner]
         request = BuyRequest("c1", "EUR", "BTC", Decimal(fiat), address, "BANK_EUR_BUY")
-        return self.ledger.create_buy(partner, request, stage=False)
+        return self.use_cases.buys.create(partner, request, stage=False)
 
     def sell(self, crypto: str, partner: str = "demo") -> Transaction:
         _, account = self.wallets[partner]
         request = SellRequest("c1", account, "EUR", "BTC", "BANK_EUR_SELL", crypto_amount=Decimal(crypto))
-        return self.ledger.create_sell(partner, request)
+        return self.use_cases.sells.create(partner, request)
 
     def deposit(self, sell: Transaction, confirmations: int, amount: Decimal | None = None) -> None:
         paid = sell.order.quote.crypto_amount if amount is None else amount
         report = DepositReport("BTC", sell.order.destination_address, f"in-{sell.code}", paid, confirmations)
-        self.ledger.report_deposit(sell.order.partner, report)
+        self.use_cases.settlement.report_deposit(sell.order.partner, report)
 
     def sendout(self, buy: Transaction, confirmations: int) -> None:
-        self.ledger.report_sendout("demo", SendoutReport(buy.code, f"out-{buy.code}", confirmations))
+        self.use_cases.settlement.report_sendout(
+            "demo", SendoutReport(buy.code, f"out-{buy.code}", confirmations)
+        )
 
 
 def adjust(
-    ledger: Ledger,
+    use_cases: UseCases,
     kind: str,
     code: str,
     amount: str,
@@ -85,17 +87,17 @@ def adjust(
     partner: str = "demo",
 ) -> None:
     request = AdjustmentRequest(kind, code, Decimal(amount), *to, *(source or (None, None)))
-    ledger.record_adjustment(partner, request)
+    use_cases.reserves.record_adjustment(partner, request)
 
 
-def drive(ledger: Ledger, addresses: Any) -> dict[str, dict[str, Decimal]]:
+def drive(use_cases: UseCases, addresses: Any) -> dict[str, dict[str, Decimal]]:
     """Every kind of posting, of partner demo (with Payouts) and of other (without, one sell); returns what
     each partner's hot wallet, bank and cold-1 should show."""
-    adjust(ledger, "OpeningBalance", "BTC", "5", ("hot-wallet", "HotWallet"))
-    adjust(ledger, "OpeningBalance", "EUR", "10000", ("bank", "Exchange"))
-    adjust(ledger, "Move", "BTC", "2", ("cold-1", "ColdStore"), ("hot-wallet", "HotWallet"))
-    adjust(ledger, "OpeningBalance", "BTC", "0.5", ("cold-1", "ColdStore"), partner="other")
-    flows = Flows(ledger, addresses)
+    adjust(use_cases, "OpeningBalance", "BTC", "5", ("hot-wallet", "HotWallet"))
+    adjust(use_cases, "OpeningBalance", "EUR", "10000", ("bank", "Exchange"))
+    adjust(use_cases, "Move", "BTC", "2", ("cold-1", "ColdStore"), ("hot-wallet", "HotWallet"))
+    adjust(use_cases, "OpeningBalance", "BTC", "0.5", ("cold-1", "ColdStore"), partner="other")
+    flows = Flows(use_cases, addresses)
     sent = flows.buy("100")
     flows.sendout(sent, 0)
     flows.sendout(sent, REQUIRED)
@@ -107,12 +109,12 @@ def drive(ledger: Ledger, addresses: Any) -> dict[str, dict[str, Decimal]]:
     paid = flows.sell("0.003")
     flows.deposit(paid, 1)
     flows.deposit(paid, REQUIRED)
-    ledger.pay_out("demo", paid.code)
+    use_cases.settlement.pay_out("demo", paid.code)
     no_payouts = flows.sell("0.004", partner="other")
     flows.deposit(no_payouts, REQUIRED)
     blocked = flows.sell("0.001")
     flows.deposit(blocked, REQUIRED, Decimal("0.0009"))
-    fee = ledger.settings.cryptos["BTC"].network_fee
+    fee = use_cases.ledger.settings.cryptos["BTC"].network_fee
     quote = {t.code: t.order.quote for t in (sent, open_buy, to_payout, paid)}
     demo = {
         "hot": Decimal(5 - 2)
@@ -174,10 +176,15 @@ def check_reserves(conn: psycopg.Connection, schema: str, partner: str, expected
 
 
 def test_postings_balance_and_each_partners_reserves_follow_its_own_flows(
-    make_ledger: Callable[..., Ledger], addresses: Any, view: Postings, conn: psycopg.Connection, schema: str
+    make_use_cases: Callable[..., UseCases],
+    addresses: Any,
+    view: Postings,
+    conn: psycopg.Connection,
+    schema: str,
 ) -> None:
-    ledger = make_ledger()
-    expected = drive(ledger, addresses)
+    use_cases = make_use_cases()
+    ledger = use_cases.ledger
+    expected = drive(use_cases, addresses)
     head = replay(ledger, POSTINGS, view)
     assert head == ledger.recorder.max_notification_id() == read_position(conn, schema)
     assert set(sums_per_currency(conn, schema).values()) == {Decimal(0)}
@@ -190,10 +197,15 @@ def test_postings_balance_and_each_partners_reserves_follow_its_own_flows(
 
 
 def test_a_view_rebuilt_from_the_first_event_equals_the_one_built_step_by_step(
-    make_ledger: Callable[..., Ledger], addresses: Any, view: Postings, conn: psycopg.Connection, schema: str
+    make_use_cases: Callable[..., UseCases],
+    addresses: Any,
+    view: Postings,
+    conn: psycopg.Connection,
+    schema: str,
 ) -> None:
-    ledger = make_ledger()
-    drive(ledger, addresses)
+    use_cases = make_use_cases()
+    ledger = use_cases.ledger
+    drive(use_cases, addresses)
     head = ledger.recorder.max_notification_id()
     for stop in range(1, head + 1, 7):
         replay(ledger, POSTINGS, view, stop_at=stop)
@@ -211,15 +223,16 @@ def dump(conn: psycopg.Connection, schema: str, table: str) -> list[tuple[Any, .
 
 
 def test_an_unbalanced_posting_is_refused_and_nothing_of_it_is_written(
-    make_ledger: Callable[..., Ledger],
+    make_use_cases: Callable[..., UseCases],
     addresses: Any,
     view: Postings,
     conn: psycopg.Connection,
     schema: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ledger = make_ledger()
-    flows = Flows(ledger, addresses)
+    use_cases = make_use_cases()
+    ledger = use_cases.ledger
+    flows = Flows(use_cases, addresses)
     flows.buy("100")
     monkeypatch.setattr(rules, "buy_committed", lambda deal: [rules.debit("trading", "EUR", Decimal(1))])
     with pytest.raises(ProjectionFailed) as failed:
@@ -230,10 +243,11 @@ def test_an_unbalanced_posting_is_refused_and_nothing_of_it_is_written(
 
 
 def test_a_read_waits_for_the_view_to_reach_the_writes_made_before_it(
-    make_ledger: Callable[..., Ledger], view: Postings, conn: psycopg.Connection, schema: str
+    make_use_cases: Callable[..., UseCases], view: Postings, conn: psycopg.Connection, schema: str
 ) -> None:
-    ledger = make_ledger()
-    adjust(ledger, "OpeningBalance", "ETH", "1.5", ("hot-wallet", "HotWallet"))
+    use_cases = make_use_cases()
+    ledger = use_cases.ledger
+    adjust(use_cases, "OpeningBalance", "ETH", "1.5", ("hot-wallet", "HotWallet"))
     head = ledger.recorder.max_notification_id()
     assert not wait_for_position(conn, head, timeout=0.05, schema=schema)
     replay(ledger, POSTINGS, view)
@@ -263,14 +277,15 @@ def columns(conn: psycopg.Connection, schema: str, table: str) -> list[str]:
 
 
 def test_tables_of_one_book_for_every_partner_are_dropped_and_built_again_per_partner_from_the_log(
-    make_ledger: Callable[..., Ledger],
+    make_use_cases: Callable[..., UseCases],
     addresses: Any,
     database_url: str,
     conn: psycopg.Connection,
     schema: str,
 ) -> None:
-    ledger = make_ledger()
-    expected = drive(ledger, addresses)
+    use_cases = make_use_cases()
+    ledger = use_cases.ledger
+    expected = drive(use_cases, addresses)
     first = open_view(database_url, POSTINGS, schema=schema)
     replay(ledger, POSTINGS, first)
     first.datastore.close()

@@ -14,6 +14,7 @@ from projections import live, status
 from projections.catalog import PROJECTIONS
 from projections.lanes import read_page
 from projections.live import CONNECTION_NAME, NOTIFY_WAIT_SECONDS, ROUND_SECONDS, ProjectionWorker
+from tests.application.conftest import use_cases_of
 from tests.projections.audit_support import lives, new_ledger, query
 from tests.projections.stall_support import eventually, failures, head_of, insert_unappliable_event
 
@@ -76,12 +77,13 @@ def test_under_a_trickle_of_writes_a_round_starts_at_most_every_round_seconds(tr
     worker = ProjectionWorker(traded, PROJECTIONS, retry_seconds=0.1)
     worker.start()
     ledger = new_ledger(traded)
+    use_cases = use_cases_of(ledger)
     try:
         assert worker.running.wait(15)
         eventually(lambda: set(positions(traded).values()) == {head_of(traded)})
         before, started = len(pages_read), time.monotonic()
         for number in range(100):  # a commit (and its NOTIFY) every few ms: about 100 in a second
-            ledger.register_customer("demo", f"trickle-{number}", "Basic")
+            use_cases.customers.register_customer("demo", f"trickle-{number}", "Basic")
             time.sleep(0.005)
         rounds, seconds = len(pages_read) - before, time.monotonic() - started
         assert rounds <= seconds / ROUND_SECONDS + 3, f"{rounds} rounds in {seconds:.2f} s"

@@ -20,9 +20,9 @@ def table_rows(view: ReadModel, table: str) -> list[tuple[Any, ...]]:
 
 
 def test_every_projection_writes_the_same_tables_in_pages_of_one_two_and_five_hundred_events(
-    fresh_database, store_ledger, clock, addresses
+    fresh_database, store_ledger, store_use_cases, clock, addresses
 ):
-    populate(store_ledger, clock, addresses)
+    populate(store_use_cases, clock, addresses)
     for spec in PROJECTIONS:
         tables = {}
         for page in (500, 2, 1):

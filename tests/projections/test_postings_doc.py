@@ -12,6 +12,7 @@ import psycopg
 
 from application.commands import AdjustmentRequest
 from application.ledger import Ledger
+from application.use_cases import UseCases
 from projections.ledger_postings import Postings, PostingsProjection
 from projections.runner import ProjectionSpec, open_view, replay
 from tests.projections.test_ledger_postings import drive
@@ -48,10 +49,10 @@ def test_the_section_describes_every_table_and_column_of_the_view(fresh_database
 
 
 def test_every_query_of_the_section_runs_and_the_books_balance(
-    fresh_database: str, store_ledger: Ledger, addresses: Any
+    fresh_database: str, store_ledger: Ledger, store_use_cases: UseCases, addresses: Any
 ) -> None:
-    drive(store_ledger, addresses)
-    store_ledger.record_adjustment(
+    drive(store_use_cases, addresses)
+    store_use_cases.reserves.record_adjustment(
         "other", AdjustmentRequest("OpeningBalance", "USD", Decimal(50), "bank", "Exchange")
     )
     view = open_view(fresh_database, POSTINGS)

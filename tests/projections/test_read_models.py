@@ -7,13 +7,15 @@ import pytest
 from eventsourcing.persistence import IntegrityError, Tracking
 
 from application.ledger import Ledger
+from application.use_cases import UseCases
+from bench.history import Scenario
 from domain.account import Account
 from domain.customer import Customer
 from domain.transaction import Status, Transaction
-from interface import presenters
+from interface.transactions import presenters
 from projections.read_models import ReadModelsProjection
 from projections.runner import APPLICATION, replay
-from tests.projections.scenario import READ_MODELS, Scenario, populate
+from tests.projections.scenario import READ_MODELS, populate
 from tests.projections.support import (
     contents,
     expected_daily_volumes,
@@ -24,8 +26,8 @@ from tests.projections.support import (
 
 
 @pytest.fixture
-def done(store_ledger: Ledger, clock, addresses) -> Scenario:
-    return populate(store_ledger, clock, addresses)
+def done(store_use_cases: UseCases, clock, addresses) -> Scenario:
+    return populate(store_use_cases, clock, addresses)
 
 
 @pytest.fixture
@@ -35,13 +37,13 @@ def view(store_ledger: Ledger, done: Scenario, make_view):
     return view
 
 
-def test_the_scenario_reaches_every_status_and_event_kind(store_ledger, done):
+def test_the_scenario_reaches_every_status_and_event_kind(store_ledger, store_use_cases, done):
     statuses = {tx.status for tx in transactions(store_ledger, done)}
     assert statuses == set(Status) - {Status.SIMULATED, Status.PAYOUT_CONFIRMING}
     kinds = {
         type(event).__name__
         for partner, code in done.transactions
-        for event in store_ledger.history(partner, code)
+        for event in store_use_cases.history.history(partner, code)
     }
     assert kinds == {
         *("Staged", "Initiated", "Committed", "SendoutSeen", "Confirming", "ToPayout", "Blocked"),
@@ -74,7 +76,7 @@ def test_customer_and_account_rows_say_what_the_aggregates_say(store_ledger, don
     customers = {(row["partner"], row["customer_code"]): row for row in rows(view, "customers")}
     assert set(customers) == set(done.customers)
     for partner, code in done.customers:
-        customer: Customer = store_ledger.customer(partner, code)
+        customer: Customer = store_ledger.store.customer(partner, code)
         row = customers[partner, code]
         assert (row["status"], row["trust_level"], row["currency_code"]) == (
             customer.status,
@@ -86,7 +88,7 @@ def test_customer_and_account_rows_say_what_the_aggregates_say(store_ledger, don
     accounts = {(row["partner"], row["account_code"]): row for row in rows(view, "accounts")}
     assert set(accounts) == set(done.accounts)
     for partner, code in done.accounts:
-        account: Account = store_ledger.account(partner, code)
+        account: Account = store_ledger.store.account(partner, code)
         row = accounts[partner, code]
         assert (row["customer_code"], row["crypto_code"]) == (account.customer_code, account.crypto)
         assert (row["customer_address"], row["deposit_address"], row["deposit_path"]) == (
@@ -96,11 +98,11 @@ def test_customer_and_account_rows_say_what_the_aggregates_say(store_ledger, don
         )
 
 
-def test_each_change_of_status_is_one_row_of_the_status_history(store_ledger, done, view):
+def test_each_change_of_status_is_one_row_of_the_status_history(store_ledger, store_use_cases, done, view):
     expected = []
     for partner, code in done.transactions:
         previous = None
-        for event in store_ledger.history(partner, code):
+        for event in store_use_cases.history.history(partner, code):
             version = event.originator_version
             status = store_ledger.repository.get(Transaction.create_id(partner, code), version=version).status
             if status != previous:

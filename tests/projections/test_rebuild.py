@@ -13,13 +13,13 @@ from tests.projections.support import run_cli as run
 
 
 def test_a_read_model_rebuilt_from_the_first_event_equals_the_live_one(
-    fresh_database, store_ledger, clock, addresses, make_view
+    fresh_database, store_ledger, store_use_cases, clock, addresses, make_view
 ):
     worker = ProjectionWorker(fresh_database, [READ_MODELS], retry_seconds=0.2)
     worker.start()
     try:
         assert worker.running.wait(15), "the worker did not start the projection"
-        populate(store_ledger, clock, addresses)
+        populate(store_use_cases, clock, addresses)
         live = make_view()
         assert live.caught_up(store_ledger.recorder.max_notification_id(), timeout=30)
     finally:
@@ -32,9 +32,9 @@ def test_a_read_model_rebuilt_from_the_first_event_equals_the_live_one(
 
 
 def test_projections_rebuild_replays_a_read_model_and_status_shows_it_caught_up(
-    cli_database, store_ledger, clock, addresses, make_view, capsys
+    cli_database, store_ledger, store_use_cases, clock, addresses, make_view, capsys
 ):
-    populate(store_ledger, clock, addresses)
+    populate(store_use_cases, clock, addresses)
     head = store_ledger.recorder.max_notification_id()
     stale = make_view()
     replay(store_ledger, READ_MODELS, stale, stop_at=head // 2)

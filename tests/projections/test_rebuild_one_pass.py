@@ -17,6 +17,8 @@ from psycopg.sql import SQL
 
 from application.commands import AdjustmentRequest
 from application.ledger import Ledger
+from application.use_cases import UseCases
+from bench.history import Driver
 from projections import rebuild
 from projections.catalog import PROJECTIONS, by_name
 from projections.lanes import Lane
@@ -25,7 +27,7 @@ from projections.live import ProjectionWorker
 from projections.postgres import ReadModel
 from projections.rebuild import replay_all
 from projections.runner import ProjectionFailed, apply_page, exclusive, open_view
-from tests.projections.scenario import Driver, populate
+from tests.projections.scenario import populate
 from tests.projections.support import run_cli as run
 
 CALLBACK_URL = "https://hooks.partner.example/broker"
@@ -35,12 +37,12 @@ OUTBOX_COLUMNS = (  # what the projection writes of a delivery (the rest is the 
 )
 
 
-def trade_with_callbacks(ledger: Ledger, clock: Any, addresses: Any) -> None:
+def trade_with_callbacks(use_cases: UseCases, clock: Any, addresses: Any) -> None:
     """Buys and sells whose status changes are announced to a callback URL, so the outbox has deliveries."""
-    drive = Driver(ledger, clock, addresses)
+    drive = Driver(use_cases, clock, addresses)
     drive.customer("demo", "carol")
     bought = drive.buy("demo", "carol", "80", callback_url=CALLBACK_URL)
-    ledger.commit("demo", bought.code)
+    use_cases.buys.commit("demo", bought.code)
     drive.sendout(bought, 2)
     sold = drive.sell("demo", "carol", "0.001", callback_url=CALLBACK_URL)
     drive.deposit(sold, 1)
@@ -48,22 +50,23 @@ def trade_with_callbacks(ledger: Ledger, clock: Any, addresses: Any) -> None:
     drive.deposit(drive.sell("demo", "carol", "0.002", callback_url=CALLBACK_URL), 2, Decimal("0.0001"))
 
 
-def adjust_each_partners_reserves(ledger: Ledger) -> None:
+def adjust_each_partners_reserves(use_cases: UseCases) -> None:
     """Both partners' operators name a `cold-1` of their own (of two types) and move into it."""
     for partner, kind, asset in (("demo", "ColdStore", "BTC"), ("other", "Exchange", "EUR")):
         hot = ("hot-wallet", "HotWallet") if asset == "BTC" else ("bank", "Exchange")
-        ledger.record_adjustment(partner, AdjustmentRequest("OpeningBalance", asset, Decimal(1000), *hot))
+        opening = AdjustmentRequest("OpeningBalance", asset, Decimal(1000), *hot)
+        use_cases.reserves.record_adjustment(partner, opening)
         move = AdjustmentRequest("Move", asset, Decimal(1), "cold-1", kind, *hot)
-        ledger.record_adjustment(partner, move)
+        use_cases.reserves.record_adjustment(partner, move)
 
 
 @pytest.fixture
-def head(store_ledger: Ledger, clock: Any, addresses: Any) -> int:
+def head(store_ledger: Ledger, store_use_cases: UseCases, clock: Any, addresses: Any) -> int:
     """A store with every kind of event (the projection tests' scenario, callbacks and both partners'
     reserve adjustments); its last position."""
-    populate(store_ledger, clock, addresses)
-    trade_with_callbacks(store_ledger, clock, addresses)
-    adjust_each_partners_reserves(store_ledger)
+    populate(store_use_cases, clock, addresses)
+    trade_with_callbacks(store_use_cases, clock, addresses)
+    adjust_each_partners_reserves(store_use_cases)
     return store_ledger.recorder.max_notification_id()
 
 
@@ -109,16 +112,16 @@ def every_table(lanes: list[Lane]) -> dict[str, dict[str, list[tuple[Any, ...]]]
 
 
 def test_one_pass_writes_every_projection_as_the_live_projections_do(
-    fresh_database, store_ledger, clock, addresses, lanes_in
+    fresh_database, store_ledger, store_use_cases, clock, addresses, lanes_in
 ):
     worker = ProjectionWorker(fresh_database, PROJECTIONS, retry_seconds=0.2)
     live = lanes_in("read")
     worker.start()
     try:
         assert worker.running.wait(15), "a projection did not start"
-        populate(store_ledger, clock, addresses)
-        trade_with_callbacks(store_ledger, clock, addresses)
-        adjust_each_partners_reserves(store_ledger)
+        populate(store_use_cases, clock, addresses)
+        trade_with_callbacks(store_use_cases, clock, addresses)
+        adjust_each_partners_reserves(store_use_cases)
         head = store_ledger.recorder.max_notification_id()
         assert all(caught_up(lane.view, head) for lane in live)
     finally:

@@ -10,25 +10,29 @@ from typing import Any
 import pytest
 
 from application.ledger import Ledger
+from application.use_cases import UseCases
+from bench.history import Driver
 from projections.catalog import PROJECTIONS, by_name
 from projections.rebuild import groups, rebuild_apart
 from projections.runner import exclusive
 from tests.projections.runner_support import NAMES, projection_rows
-from tests.projections.scenario import Driver, populate
+from tests.projections.scenario import populate
 from tests.projections.support import run_cli as run
 
 CALLBACK_URL = "https://hooks.partner.example/broker"
 
 
 @pytest.fixture
-def head(cli_database: str, store_ledger: Ledger, clock: Any, addresses: Any) -> int:
+def head(
+    cli_database: str, store_ledger: Ledger, store_use_cases: UseCases, clock: Any, addresses: Any
+) -> int:
     """The CLI's database with every kind of event, buys with a callback URL among them; its last position."""
-    populate(store_ledger, clock, addresses)
-    drive = Driver(store_ledger, clock, addresses)
+    populate(store_use_cases, clock, addresses)
+    drive = Driver(store_use_cases, clock, addresses)
     drive.customer("demo", "carol")
     for fiat in ("80", "90"):
         bought = drive.buy("demo", "carol", fiat, callback_url=CALLBACK_URL)
-        store_ledger.commit("demo", bought.code)
+        store_use_cases.buys.commit("demo", bought.code)
         drive.sendout(bought, 2)
     return store_ledger.recorder.max_notification_id()
 

@@ -24,23 +24,10 @@ import pytest
 from application.store.database import CONNECTIONS_ENV, DATABASE_URL_ENV, MIN_CONNECTIONS
 from interface.app import PROJECTIONS_ENV
 from projections.live import CONNECTION_NAME
-from tests.e2e.support import (
-    AddressSource,
-    Api,
-    active_customer,
-    api_client,
-    client_secrets,
-    local_callback_settings,
-    obtain_token,
-    running_server,
-)
+from tests.e2e.support import AddressSource, active_customer, local_callback_settings
+from tests.processes import ApiServer, ProjectionsRun, running_server
 from tests.projections.audit_support import lives, own_database
-from tests.projections.runner_support import (
-    Buying,
-    RunnerProcesses,
-    all_at_head,
-    projection_rows,
-)
+from tests.projections.runner_support import Buying, all_at_head, projection_rows
 from tests.projections.stall_support import eventually
 from tests.projections.support import run_cli as run
 from tests.receivers import Receiver, receiving
@@ -56,14 +43,9 @@ STATUSES = 2  # callbacks of a buy created without `stage` and completed: Sendin
 @dataclass
 class Cluster:
     url: str
-    base_url: str
-    var: Path
+    server: ApiServer
     receiver: Receiver
-    runners: RunnerProcesses
-
-    def client(self, client_id: str) -> Api:
-        token = obtain_token(self.base_url, client_id, client_secrets(self.var)[client_id])
-        return api_client(self.base_url, token)
+    runners: ProjectionsRun
 
 
 @pytest.fixture
@@ -77,13 +59,13 @@ def cluster(database_url: str, tmp_path: Path) -> Iterator[Cluster]:
     with (
         own_database(database_url) as url,
         receiving(Receiver(), url_host="localhost") as receiver,
-        running_server(url, var, log, workers=1, settings=settings, env=env) as base_url,
+        running_server(url, var, log, workers=1, settings=settings, env=env) as server,
     ):
-        runners = RunnerProcesses(url, var, tmp_path / "runners.log", processes=2)
+        runners = ProjectionsRun(url, var, tmp_path / "runners.log", processes=2)
         runners.start()
         try:
             runners.wait_for(r"leads projection", count=4)
-            yield Cluster(url, base_url, var, receiver, runners)
+            yield Cluster(url, server, receiver, runners)
         finally:
             runners.stop()
 
@@ -97,7 +79,7 @@ def delivered(url: str) -> tuple[int, int]:
 
 def test_runners_killed_under_load_lose_and_repeat_no_effect(cluster, monkeypatch, capsys):
     runners = cluster.runners
-    with cluster.client("demo-broker") as broker, cluster.client("demo-operator") as operator:
+    with cluster.server.client("demo-broker") as broker, cluster.server.client("demo-operator") as operator:
         customer = active_customer(broker, AddressSource()(), "Plus")
         with Buying(broker, operator, customer, cluster.receiver.url) as buying:
             buying.wait_for(5)
@@ -131,13 +113,12 @@ def test_runners_killed_under_load_lose_and_repeat_no_effect(cluster, monkeypatc
 def test_runners_stop_of_themselves_when_their_supervisor_is_killed(database_url, tmp_path):
     with own_database(database_url) as url:
         lives(url, "a")
-        runners = RunnerProcesses(url, tmp_path / "var", tmp_path / "runners.log", processes=2)
+        runners = ProjectionsRun(url, tmp_path / "var", tmp_path / "runners.log", processes=2)
         runners.start()
         try:
             runners.wait_for(r"leads projection", count=4)
             pids = [runners.runner_pid(index) for index in (0, 1)]
-            runners.process.kill()
-            runners.process.wait()
+            runners.kill_leader()
             runners.wait_for(r"the process that started it has ended; stopping", count=2)
             eventually(lambda: projection_connections(url) == 0)
             eventually(lambda: not any(running(pid) for pid in pids))

@@ -17,7 +17,7 @@ import pytest
 
 from application.credentials import VAR_ENV
 from application.store.database import DATABASE_URL_ENV
-from interface.cli import main
+from interface.cli.main import main
 from projections import status
 from projections.catalog import PROJECTIONS, READ_MODELS
 from projections.live import MAX_RETRY_SECONDS, ProjectionWorker

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from msgspec import inspect
 
 from tests.amount_fields import AMOUNT_FIELDS, AmountField, Holder
 from tests.e2e.support import AddressSource
-from tests.in_process import app_client, bearer_headers
+from tests.in_process import InProcessClient, in_process_app
 
 BOUND = 30  # digits before the decimal point, and after it
 LARGEST_ANSWER = 4096  # bytes
@@ -69,37 +68,29 @@ def digits_as_written(number: str) -> tuple[int, int]:
     return len(coefficient) - after, after
 
 
-@pytest.fixture(scope="module")
-def client(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, Path]]:
-    var = tmp_path_factory.mktemp("amount-fields") / "var"
-    with app_client(database_url, var) as test_client:
-        yield test_client, var
+client = in_process_app()
 
 
 @pytest.fixture(scope="module")
-def roles(client: tuple[TestClient, Path]) -> dict[str, dict[str, str]]:
-    test_client, var = client
-    headers = {role: bearer_headers(test_client, var, f"demo-{role}") for role in ("broker", "operator")}
+def roles(client: InProcessClient) -> dict[str, dict[str, str]]:
+    headers = {role: client.headers_of(f"demo-{role}") for role in ("broker", "operator")}
     return {role: {**given, "content-type": "application/json"} for role, given in headers.items()}
 
 
 @pytest.fixture(scope="module")
-def holder(client: tuple[TestClient, Path], roles: dict[str, dict[str, str]]) -> Holder:
-    test_client, _ = client
+def holder(client: InProcessClient, roles: dict[str, dict[str, str]]) -> Holder:
     code, address = f"bounds-{uuid.uuid4().hex[:10]}", AddressSource()()
     customer = {"customerCode": code, "trustLevel": "Basic", "status": "ACTIVE"}
-    assert test_client.post("/customer", json=customer, headers=roles["broker"]).status_code == 201
-    opened = test_client.post(
+    assert client.post("/customer", json=customer, headers=roles["broker"]).status_code == 201
+    opened = client.post(
         f"/customer/{code}/accounts", json={"customerCryptoAddress": address}, headers=roles["broker"]
     )
     assert opened.status_code == 201, opened.text
     return {"code": code, "account": opened.json()["accountCode"], "address": address}
 
 
-def send(
-    client: tuple[TestClient, Path], roles: dict[str, dict[str, str]], field: AmountField, body: bytes
-) -> Any:
-    return client[0].request(field.method, field.path, content=body, headers=roles[field.role])
+def send(client: InProcessClient, roles: dict[str, dict[str, str]], field: AmountField, body: bytes) -> Any:
+    return client.request(field.method, field.path, content=body, headers=roles[field.role])
 
 
 @pytest.mark.parametrize("field", AMOUNT_FIELDS, ids=lambda field: field.id)
@@ -115,7 +106,7 @@ def send(
 )
 @given(number=json_numbers())
 def test_any_number_in_an_amount_field_is_answered_small_and_never_with_a_5xx(
-    client: tuple[TestClient, Path],
+    client: InProcessClient,
     roles: dict[str, dict[str, str]],
     holder: Holder,
     field: AmountField,
@@ -136,9 +127,9 @@ def test_any_number_in_an_amount_field_is_answered_small_and_never_with_a_5xx(
         assert f"`$.{field.name}`" in problem["detail"]
 
 
-def test_every_amount_field_of_every_request_body_is_driven(client: tuple[TestClient, Path]) -> None:
+def test_every_amount_field_of_every_request_body_is_driven(client: InProcessClient) -> None:
     driven = {(field.operation, field.name) for field in AMOUNT_FIELDS}
-    assert driven == set(_decimal_fields(client[0]))
+    assert driven == set(_decimal_fields(client))
 
 
 def _decimal_fields(client: TestClient) -> Iterator[tuple[str, str]]:

@@ -41,6 +41,8 @@ from application.commands import BuyRequest, DepositReport, SellRequest, Sendout
 from application.ledger import Ledger
 from application.settings import load_settings
 from application.sweeper import OverdueTransactions
+from application.use_cases import UseCases
+from bench.clock import FakeClock
 from domain.customer import Customer
 from domain.errors import (
     ChainReportConflict,
@@ -56,7 +58,6 @@ from domain.errors import (
 )
 from domain.limits import PERIODS, period_key
 from domain.transaction import ALLOWED_TRANSITIONS, FINAL_STATUSES, Status, Transaction, TransactionType
-from tests.clock import FakeClock
 
 SETTINGS = load_settings()
 ADDRESS_BOOK = Bip32AddressBook(SETTINGS.cryptos)
@@ -136,7 +137,8 @@ class LedgerMachine(RuleBasedStateMachine):
         env = {**base_env, "POSTGRES_SCHEMA": self.schema, "POSTGRES_PRE_PING": "no"}  # half the trips
         self.clock = FakeClock()
         self.ledger = self.new_ledger(env)
-        self.overdue = OverdueTransactions(self.ledger)
+        self.use_cases = UseCases.of(self.ledger, FixedPrices(SETTINGS, self.clock), ADDRESS_BOOK)
+        self.overdue = OverdueTransactions(self.ledger, self.use_cases.settlement)
         self.reader = self.new_ledger(env)  # reloads what `ledger` recorded
         self.codes = itertools.count(1)
         self.address_indexes = itertools.count(1000)
@@ -148,7 +150,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.checked: dict[str, object] = {}  # what each invariant last held for
 
     def new_ledger(self, env: dict[str, str]) -> Ledger:
-        return Ledger(SETTINGS, FixedPrices(SETTINGS, self.clock), ADDRESS_BOOK, self.clock, env=env)
+        return Ledger(SETTINGS, self.clock, env=env)
 
     def teardown(self) -> None:
         self.ledger.close()
@@ -238,7 +240,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def register(self, partner: str, trust_level: str, active: bool) -> str:
         code = f"C{next(self.codes)}"
         status = "ACTIVE" if active else None
-        customer = self.ledger.register_customer(partner, code, trust_level, status=status)
+        customer = self.use_cases.customers.register_customer(partner, code, trust_level, status=status)
         assert (customer.status, customer.trust_level) == ("ACTIVE" if active else "NEW", trust_level)
         self.model_customers[code] = ModelCustomer(partner, code, trust_level, active)
         self.latest[customer.id] = customer
@@ -250,7 +252,7 @@ class LedgerMachine(RuleBasedStateMachine):
         error = CustomerAlreadyExists if trust_level in SETTINGS.trust_levels else TrustLevelUnknown
         self.refused(
             error,
-            lambda: self.ledger.register_customer(customer.partner, code, trust_level),
+            lambda: self.use_cases.customers.register_customer(customer.partner, code, trust_level),
             Customer.create_id(customer.partner, code),
         )
 
@@ -258,7 +260,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def activate(self, code: str) -> None:
         customer = self.model_customers[code]
         before = self.ledger.recorder.max_notification_id()
-        activated = self.ledger.activate_customer(customer.partner, code, "ACTIVE")
+        activated = self.use_cases.customers.activate_customer(customer.partner, code, "ACTIVE")
         assert activated.status == "ACTIVE"
         if customer.active:
             assert self.ledger.recorder.max_notification_id() == before
@@ -271,11 +273,11 @@ class LedgerMachine(RuleBasedStateMachine):
         if again and self.model_accounts.get(code):
             return self.open_account_again(self.model_accounts[code][0])
         address = ADDRESS_BOOK.derive("BTC", next(self.address_indexes)).address
-        account, created = self.ledger.open_account(customer.partner, code, address)
+        account, created = self.use_cases.customers.open_account(customer.partner, code, address)
         assert created
         assert (account.crypto, account.customer_address) == ("BTC", address)
         self.latest[account.id] = account
-        linked = self.ledger.customer(customer.partner, code)
+        linked = self.ledger.store.customer(customer.partner, code)
         assert account.code in linked.account_codes
         self.latest[linked.id] = linked
         opened = ModelAccount(customer.partner, code, account.code, address)
@@ -285,7 +287,9 @@ class LedgerMachine(RuleBasedStateMachine):
     def open_account_again(self, account: ModelAccount) -> Any:
         """The same address again names the same account, and records nothing."""
         before = self.ledger.recorder.max_notification_id()
-        again, created = self.ledger.open_account(account.partner, account.customer, account.address)
+        again, created = self.use_cases.customers.open_account(
+            account.partner, account.customer, account.address
+        )
         assert (again.code, created) == (account.code, False)
         assert self.ledger.recorder.max_notification_id() == before
         return multiple()
@@ -309,9 +313,9 @@ class LedgerMachine(RuleBasedStateMachine):
             destination_address=account.address,
             payment_method=method,
         )
-        create = lambda: self.ledger.create_buy(account.partner, request, stage)  # noqa: E731
-        simulate = lambda: self.ledger.simulate_buy(account.partner, request)  # noqa: E731
-        priced = self.ledger.desk.buy_order(account.partner, "priced", request, None)
+        create = lambda: self.use_cases.buys.create(account.partner, request, stage)  # noqa: E731
+        simulate = lambda: self.use_cases.buys.simulate(account.partner, request)  # noqa: E731
+        priced = self.use_cases.desk.buy_order(account.partner, "priced", request, None)
         if not customer.active:
             self.refused(CustomerNotActive, simulate)  # a simulate refuses what its create would
             self.refused(CustomerNotActive, create)
@@ -329,7 +333,7 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(code=transactions)
     def commit(self, code: str) -> None:
         model = self.model_transactions[code]
-        commit = lambda: self.ledger.commit(model.partner, code)  # noqa: E731
+        commit = lambda: self.use_cases.buys.commit(model.partner, code)  # noqa: E731
         if model.status != Status.STAGED:
             self.refused(TransactionNotStaged, commit, model.id)
         elif self.clock.now() > model.valid_until:
@@ -344,7 +348,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def report_sendout(self, code: str, confirmations: int, other_tx: bool) -> None:
         model = self.model_transactions[code]
         tx_id = f"sendout-{code}" + ("-other" if other_tx else "")
-        report = lambda: self.ledger.report_sendout(  # noqa: E731
+        report = lambda: self.use_cases.settlement.report_sendout(  # noqa: E731
             model.partner, SendoutReport(code, tx_id, confirmations)
         )
         if model.type == TransactionType.SELL:
@@ -387,9 +391,9 @@ class LedgerMachine(RuleBasedStateMachine):
             crypto_amount=crypto_amount if by_crypto else None,
             fiat_value=None if by_crypto else fiat_value,
         )
-        create = lambda: self.ledger.create_sell(account.partner, request)  # noqa: E731
-        simulate = lambda: self.ledger.simulate_sell(account.partner, request)  # noqa: E731
-        priced = self.ledger.desk.sell_order(account.partner, "priced", request, None)
+        create = lambda: self.use_cases.sells.create(account.partner, request)  # noqa: E731
+        simulate = lambda: self.use_cases.sells.simulate(account.partner, request)  # noqa: E731
+        priced = self.use_cases.desk.sell_order(account.partner, "priced", request, None)
         if not customer.active:
             self.refused(CustomerNotActive, simulate)  # a simulate refuses what its create would
             self.refused(CustomerNotActive, create)
@@ -422,7 +426,7 @@ class LedgerMachine(RuleBasedStateMachine):
         tx_id = f"deposit-{code}" + ("-other" if other_tx else "")
         partner = {"demo": "other", "other": "demo"}[model.partner] if other_partner else model.partner
         deposit = DepositReport("BTC", model.address, tx_id, amount, confirmations)
-        report = lambda: self.ledger.report_deposit(partner, deposit)  # noqa: E731
+        report = lambda: self.use_cases.settlement.report_deposit(partner, deposit)  # noqa: E731
         if model.type == TransactionType.BUY or other_partner:
             return self.refused(DepositAddressUnknown, report, model.id)
         if model.payment is not None:
@@ -452,10 +456,10 @@ class LedgerMachine(RuleBasedStateMachine):
         model = self.model_transactions[code]
         if complete:
             sources, target = (Status.TO_PAYOUT, Status.PAYOUT_CONFIRMING), Status.COMPLETED
-            action = lambda: self.ledger.pay_out(model.partner, code, "REF")  # noqa: E731
+            action = lambda: self.use_cases.settlement.pay_out(model.partner, code, "REF")  # noqa: E731
         else:
             sources, target = (Status.TO_PAYOUT,), Status.PAYOUT_CONFIRMING
-            action = lambda: self.ledger.confirm_payout(model.partner, code, "REF")  # noqa: E731
+            action = lambda: self.use_cases.settlement.confirm_payout(model.partner, code, "REF")  # noqa: E731
         if model.type == TransactionType.BUY:
             self.refused(InvalidStateTransition, action, model.id)
         elif not SETTINGS.partners[model.partner].has_payouts:
@@ -521,7 +525,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if not self.changed_since_checked("transactions"):
             return
         for code, model in self.model_transactions.items():
-            stored = self.reader.transaction(model.partner, code)
+            stored = self.reader.store.transaction(model.partner, code)
             assert stored.status == model.status, code
             before = self.observed.get(code)
             if before is not None and before != stored.status:
@@ -546,7 +550,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if not self.changed_since_checked("limits"):
             return
         for code, customer in self.model_customers.items():
-            for usage in self.ledger.limits(customer.partner, code):
+            for usage in self.use_cases.limits.usage(customer.partner, code):
                 assert usage.used == self.used(code, usage.direction, usage.period), (code, usage)
                 assert usage.key == period_key(usage.period, self.clock.now())
 

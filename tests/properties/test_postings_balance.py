@@ -41,12 +41,13 @@ from application.ledger import Ledger
 from application.settings import load_settings
 from application.store.database import eventsourcing_env
 from application.sweeper import OverdueTransactions
+from application.use_cases import UseCases
+from bench.clock import FakeClock
 from domain.errors import DomainError, InsufficientReserve
 from domain.transaction import Status, Transaction, TransactionType
 from projections.ledger_postings import Postings, PostingsProjection
 from projections.reserve_positions import read_positions
 from projections.runner import ProjectionSpec, open_view, replay
-from tests.clock import FakeClock
 
 SETTINGS = load_settings()
 ADDRESS_BOOK = Bip32AddressBook(SETTINGS.cryptos)
@@ -83,8 +84,9 @@ class PostingsMachine(RuleBasedStateMachine):
             "POSTGRES_PRE_PING": "no",
             "POSTGRES_POOL_SIZE": "2",
         }
-        self.ledger = Ledger(SETTINGS, FixedPrices(SETTINGS, self.clock), ADDRESS_BOOK, self.clock, env=env)
-        self.overdue = OverdueTransactions(self.ledger)
+        self.ledger = Ledger(SETTINGS, self.clock, env=env)
+        self.use_cases = UseCases.of(self.ledger, FixedPrices(SETTINGS, self.clock), ADDRESS_BOOK)
+        self.overdue = OverdueTransactions(self.ledger, self.use_cases.settlement)
         self.view = open_view(database_url, POSTINGS, schema=self.schema)
         self.codes = itertools.count(1)
         self.wallets: dict[str, tuple[str, str]] = {}
@@ -110,9 +112,9 @@ class PostingsMachine(RuleBasedStateMachine):
     @initialize()
     def customers_of_a_partner_with_payouts_and_of_one_without(self) -> None:
         for index, partner in enumerate(PARTNERS):
-            self.ledger.register_customer(partner, "c1", "Plus", status="ACTIVE")
+            self.use_cases.customers.register_customer(partner, "c1", "Plus", status="ACTIVE")
             address = ADDRESS_BOOK.derive("BTC", 1000 + index).address
-            account, _ = self.ledger.open_account(partner, "c1", address)
+            account, _ = self.use_cases.customers.open_account(partner, "c1", address)
             self.wallets[partner] = (address, account.code)
 
     # --- transactions --------------------------------------------------------------------------------
@@ -123,7 +125,7 @@ class PostingsMachine(RuleBasedStateMachine):
         before = self.status[code]
         with contextlib.suppress(DomainError):
             command()
-        self.book(self.ledger.transaction(self.partner[code], code), before)
+        self.book(self.ledger.store.transaction(self.partner[code], code), before)
 
     @rule(
         target=transactions, partner=st.sampled_from(["demo", "other"]), fiat=fiat_values, stage=st.booleans()
@@ -134,7 +136,7 @@ class PostingsMachine(RuleBasedStateMachine):
         currency = SETTINGS.payment_methods[method].currency
         request = BuyRequest("c1", currency, "BTC", fiat, address, method)
         try:
-            transaction = self.ledger.create_buy(partner, request, stage, f"B{next(self.codes)}")
+            transaction = self.use_cases.buys.create(partner, request, stage, f"B{next(self.codes)}")
         except DomainError:
             return multiple()
         return self.opened(transaction)
@@ -144,7 +146,7 @@ class PostingsMachine(RuleBasedStateMachine):
         _, account = self.wallets[partner]
         request = SellRequest("c1", account, "EUR", "BTC", "BANK_EUR_SELL", crypto_amount=crypto)
         try:
-            transaction = self.ledger.create_sell(partner, request, f"S{next(self.codes)}")
+            transaction = self.use_cases.sells.create(partner, request, f"S{next(self.codes)}")
         except DomainError:
             return multiple()
         return self.opened(transaction)
@@ -159,12 +161,12 @@ class PostingsMachine(RuleBasedStateMachine):
 
     @rule(code=transactions)
     def commit(self, code: str) -> None:
-        self.attempt(code, lambda: self.ledger.commit(self.partner[code], code))
+        self.attempt(code, lambda: self.use_cases.buys.commit(self.partner[code], code))
 
     @rule(code=transactions, confirmations=confirmations)
     def sendout(self, code: str, confirmations: int) -> None:
         report = SendoutReport(code, f"out-{code}", confirmations)
-        self.attempt(code, lambda: self.ledger.report_sendout(self.partner[code], report))
+        self.attempt(code, lambda: self.use_cases.settlement.report_sendout(self.partner[code], report))
 
     @rule(
         code=transactions,
@@ -172,15 +174,15 @@ class PostingsMachine(RuleBasedStateMachine):
         confirmations=confirmations,
     )
     def deposit(self, code: str, right_amount: bool, confirmations: int) -> None:
-        transaction = self.ledger.transaction(self.partner[code], code)
+        transaction = self.ledger.store.transaction(self.partner[code], code)
         amount = transaction.order.quote.crypto_amount + (0 if right_amount else Decimal("0.00000007"))
         address = transaction.order.destination_address
         report = DepositReport("BTC", address, f"in-{code}", amount, confirmations)
-        self.attempt(code, lambda: self.ledger.report_deposit(self.partner[code], report))
+        self.attempt(code, lambda: self.use_cases.settlement.report_deposit(self.partner[code], report))
 
     @rule(code=transactions, complete=st.booleans())
     def payout(self, code: str, complete: bool) -> None:
-        action = self.ledger.pay_out if complete else self.ledger.confirm_payout
+        action = self.use_cases.settlement.pay_out if complete else self.use_cases.settlement.confirm_payout
         self.attempt(code, lambda: action(self.partner[code], code, "REF"))
 
     @rule(code=transactions)
@@ -221,18 +223,18 @@ class PostingsMachine(RuleBasedStateMachine):
         crypto_only = {PLACES[to], PLACES[source] if move else "Exchange"} & {"HotWallet", "ColdStore"}
         if (move and to == source) or (crypto_only and asset not in SETTINGS.cryptos):
             try:
-                self.ledger.record_adjustment(partner, request)
+                self.use_cases.reserves.record_adjustment(partner, request)
             except DomainError:
                 return
             raise AssertionError(f"{request} should have been refused")
         held = self.total[partner, source, asset]
         if move and held < amount:  # a move never takes a reserve below zero, counted in its partner's books
             try:
-                self.ledger.record_adjustment(partner, request)
+                self.use_cases.reserves.record_adjustment(partner, request)
             except InsufficientReserve:
                 return
             raise AssertionError(f"{request} overdraws {partner}'s {source}: it holds {held}")
-        self.ledger.record_adjustment(partner, request)
+        self.use_cases.reserves.record_adjustment(partner, request)
         self.total[partner, to, asset] += amount
         self.place_types[partner, to] = PLACES[to]
         if move:

@@ -18,9 +18,8 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,11 +27,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
-from interface.schemas.base import CODE_PATTERN
-from interface.schemas.requests import TX_ID_PATTERN
-from interface.text import unstorable
+from interface.chain.shapes import TX_ID_PATTERN
+from interface.http.shapes import CODE_PATTERN
+from interface.http.text import unstorable
 from tests.e2e.support import AddressSource
-from tests.in_process import app_client, bearer_headers
+from tests.in_process import InProcessClient, in_process_app
 
 SPECIAL = [
     "\x00",
@@ -53,7 +52,7 @@ def up_to(limit: int) -> Callable[[str], bool]:
     return lambda text: len(text) <= limit
 
 
-# What each field takes besides storable text (interface.schemas): its length, and a code's pattern.
+# What each field takes besides storable text (the interface's shapes): its length, and a code's pattern.
 FITS: dict[str, Callable[[str], bool]] = {
     "portfolioCode": lambda text: 1 <= len(text) <= 64 and re.fullmatch(CODE_PATTERN, text) is not None,
     "buyReference": up_to(512),
@@ -82,17 +81,12 @@ text = st.one_of(
 texts = st.fixed_dictionaries({name: text for name in FITS})
 
 
-@pytest.fixture(scope="module")
-def client(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, Path]]:
-    var = tmp_path_factory.mktemp("text-round-trip") / "var"
-    with app_client(database_url, var, projections=True) as client:
-        yield client, var
+client = in_process_app(projections=True)
 
 
 @pytest.fixture(scope="module")
-def roles(client: tuple[TestClient, Path]) -> dict[str, dict[str, str]]:
-    test_client, var = client
-    return {role: bearer_headers(test_client, var, f"demo-{role}") for role in ("broker", "operator")}
+def roles(client: InProcessClient) -> dict[str, dict[str, str]]:
+    return {role: client.headers_of(f"demo-{role}") for role in ("broker", "operator")}
 
 
 @dataclass
@@ -271,9 +265,9 @@ def read_model_shows(life: Life) -> None:
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(drawn=texts)
 def test_every_text_comes_back_identical_from_the_read_model_or_is_refused(
-    client: tuple[TestClient, Path], roles: dict[str, dict[str, str]], drawn: dict[str, str]
+    client: InProcessClient, roles: dict[str, dict[str, str]], drawn: dict[str, str]
 ) -> None:
-    life = Life(client[0], roles, drawn)
+    life = Life(client, roles, drawn)
     register(life)
     buy_and_send_out(life)
     sell_and_pay_out(life)

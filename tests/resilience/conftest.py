@@ -2,7 +2,7 @@
 whole folder (brought back up before each test if a test left it down), tokens per role, the number of fault
 rounds (more with --run-slow), and the figures each test reports.
 
-The cluster is private (see `processes.PrivateCluster`) because the tests stop it hard; the shared server of
+The cluster is private (see `cluster.PrivateCluster`) because the tests stop it hard; the shared server of
 TEST_DATABASE_URL is never touched. When the cluster cannot be made the tests fail, never skip: a fault test
 that silently does not run proves nothing.
 """
@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import Api, api_client, client_secrets, log_tail, obtain_token
-from tests.resilience.processes import ApiServer, ClusterUnavailable, PrivateCluster
+from tests.e2e.support import Api, api_client
+from tests.processes import ApiServer
+from tests.resilience.cluster import ClusterUnavailable, PrivateCluster
 
 HEALTHY_WITHIN_SECONDS = 30
 
@@ -105,15 +106,11 @@ def shared_service(
     server = ApiServer(database_url, root / "var", root / "server.log", workers=2)
     try:
         started_in = server.start()
-        secrets = client_secrets(root / "var")
-        tokens = {
-            client: obtain_token(server.base_url, client, secrets[client])
-            for client in ("demo-broker", "demo-operator")
-        }
+        tokens = {client: server.token(client) for client in ("demo-broker", "demo-operator")}
         yield Service(server, database_url, tokens, started_in)
     finally:
         code = server.stop()
-    assert code == 0, f"the server did not exit with 0 on SIGTERM ({code})\n{log_tail(server.log)}"
+    assert code == 0, f"the server did not exit with 0 on SIGTERM ({code})\n{server.tail()}"
 
 
 @pytest.fixture

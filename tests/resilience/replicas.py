@@ -1,6 +1,5 @@
-"""What the two-replica test runs and watches: `broker-ledger projections run` as a process of its own, a
-watcher that samples `pg_locks` and `pg_stat_activity` of the database, and races of buys for a customer
-near its daily limit sent through both replicas at once.
+"""What the two-replica test watches and sends: a watcher that samples `pg_locks` and `pg_stat_activity` of
+the database, and races of buys for a customer near its daily limit sent through both replicas at once.
 
 The watcher tells which process holds a projection's advisory lock, and how many connections each one
 keeps, by the client ports of the backends.
@@ -10,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
@@ -19,7 +16,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
-from pathlib import Path
 
 import httpx
 import psutil
@@ -29,9 +25,6 @@ from psycopg.conninfo import conninfo_to_dict
 from projections.catalog import PROJECTIONS
 from projections.runner import APPLICATION, open_view
 from tests.e2e.support import (
-    INHERITED_NOT,
-    ROOT,
-    SERVE_COMMAND,
     Api,
     active_customer,
     api_client,
@@ -40,13 +33,10 @@ from tests.e2e.support import (
     expect,
     expect_problem,
     limits_used,
-    log_tail,
 )
 from tests.resilience.load import ADDRESSES
 from tests.resilience.trading import CONFIRMED, Expected
 
-PROJECTIONS_COMMAND = [*SERVE_COMMAND[:-1], "projections", "run"]
-STOP_SECONDS = 20
 WATCH_INTERVAL_SECONDS = 0.01
 ADVISORY_LOCKS = """SELECT l.classid::bigint, l.objid::bigint, l.pid, a.client_port
 FROM pg_locks AS l LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid
@@ -54,47 +44,6 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
 CONNECTIONS = """SELECT client_port FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"""
-
-
-class ProjectionsProcess:
-    """`broker-ledger projections run` in a session of its own; SIGTERM must end it with 0."""
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.env = {key: value for key, value in os.environ.items() if key not in INHERITED_NOT}
-        self.env.update(env, PYTHONUNBUFFERED="1")
-        self.log = log
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as output:
-            self.process = subprocess.Popen(
-                PROJECTIONS_COMMAND,
-                cwd=ROOT,
-                env=self.env,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def stop(self) -> int | None:
-        """SIGTERM and wait; the exit code, or None if it had to be killed."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            return None if process is None else process.returncode
-        process.send_signal(signal.SIGTERM)
-        try:
-            return process.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-            return None
-
-    def tail(self) -> str:
-        return log_tail(self.log)
 
 
 def lock_tag(key: int) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from tests.resilience.load import (
 )
 
 LOAD_THREADS = 4
-UP_SECONDS = 1.0
+UP_SECONDS = 0.5  # of load before each kill, and after the last restart: some 40 buys
 RECOVERY_BOUND_SECONDS = 20.0
 SETTLE_BOUND_SECONDS = 30.0
 

@@ -9,6 +9,7 @@ back what they bought.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -16,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
@@ -30,14 +32,16 @@ from tests.e2e.support import (
     buy_body,
     client_secrets,
     obtain_token,
-    running_server,
 )
+from tests.processes import running_server
+from tests.receivers import wait_until
 from tests.suite_server import ConnectionSampler
 
 IDLE_BUDGET = 5  # serve, one worker, projections in-process, nothing asked of it
 PEAK_BUDGET = DEFAULT_CONNECTIONS + 1  # its pools at their fullest, and the projections' one
 TRADERS = 8
-LOAD_SECONDS = 3.0  # 8 threads reach the pools' peak within a second; sampled every 20 ms
+LOAD_SECONDS = 2.0  # 8 threads reach the pools' peak within a second; sampled every 20 ms
+LAG = re.compile(r'^broker_ledger_projection_lag_events\{projection="[^"]+"\} (\S+)$', re.MULTILINE)
 
 
 @pytest.fixture
@@ -66,6 +70,12 @@ class Sampler:
         return found
 
 
+def caught_up(base_url: str) -> bool:
+    """Every projection the server runs has applied every event (GET /metrics, on the server's own pool)."""
+    lags = LAG.findall(httpx.get(f"{base_url}/metrics", timeout=10).text)
+    return bool(lags) and all(float(lag) == 0 for lag in lags)
+
+
 def trade(api: Api, customer: object, stop: threading.Event, outcomes: Counter[int]) -> None:
     while not stop.is_set():
         response = api.post_json("/brokerbuy", buy_body(customer, 25), {"Idempotency-Key": uuid.uuid4().hex})
@@ -82,15 +92,16 @@ def test_serve_keeps_to_its_connection_budget_idle_and_under_concurrent_buys(
     var = tmp_path / "var"
     with (
         psycopg.connect(database_url, autocommit=True) as observer,
-        running_server(own_database, var, tmp_path / "server.log", workers=1) as base_url,
+        running_server(own_database, var, tmp_path / "server.log", workers=1) as server,
     ):
+        base_url = server.base_url
         sampler = Sampler(observer, dbname)
         secrets = client_secrets(var)
         token = obtain_token(base_url, "demo-broker", secrets["demo-broker"])
         addresses = AddressSource()
         with api_client(base_url, token) as broker:
             customers = [active_customer(broker, addresses(), trust_level="Plus") for _ in range(TRADERS)]
-        time.sleep(2)  # the projections catch up with the customers and settle on their LISTEN
+        assert wait_until(lambda: caught_up(base_url), timeout=30, interval=0.1), "the projections lag"
         idle = max((sampler.sample() for _ in range(10) if not time.sleep(0.1)), key=Counter.total)
 
         stop, outcomes = threading.Event(), Counter[int]()

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from tests.e2e.support import PROBLEM_JSON, Api, buy_body, expect
+from tests.resilience.cluster import PrivateCluster
 from tests.resilience.conftest import Service
 from tests.resilience.load import (
     CLIENT_TIMEOUT_SECONDS,
@@ -32,10 +33,9 @@ from tests.resilience.load import (
     failures,
     tally,
 )
-from tests.resilience.processes import PrivateCluster
 
 LOAD_THREADS = 4
-UP_SECONDS = 1.0
+UP_SECONDS = 0.5  # of load before each outage, and after the last: some 40 buys
 # how long each round keeps the database down, in turn: CI's one round longer than the pools' 3 s wait for
 # a connection (so requests both wait and get their 503), then (with --run-slow, which has more rounds)
 # shorter than that wait, twice as long, and longer than the client's time-out

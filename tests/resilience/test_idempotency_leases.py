@@ -1,4 +1,5 @@
-"""The leases of Idempotency-Key claims, on their own (`interface.idempotency`, the store and its `Leases`),
+"""The leases of Idempotency-Key claims, on their own (`interface.http.idempotency`, the store and its
+`Leases`),
 with the lease shortened to a second so that the tests take seconds:
 
 - a claim is renewed while its request runs, so a retry meanwhile is still 409, however long it runs;
@@ -20,10 +21,10 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from interface import idempotency
-from interface.idempotency import Claim, IdempotencyStore, StoredResponse
-from interface.problems import ApiProblem
-from tests.resilience.processes import PrivateCluster
+from interface.http import idempotency
+from interface.http.idempotency import Claim, IdempotencyStore, StoredResponse
+from interface.http.problems import ApiProblem
+from tests.resilience.cluster import PrivateCluster
 
 LEASE = 1.0
 RENEW = 0.2

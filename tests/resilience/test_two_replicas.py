@@ -18,9 +18,7 @@ What must hold across the replicas:
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import signal
 import time
 import uuid
 from collections import Counter
@@ -34,16 +32,16 @@ import pytest
 
 from application.settings import DEFAULT_SETTINGS, load_settings
 from projections.catalog import PROJECTIONS
-from tests.e2e.support import Api, api_client, client_secrets, local_callback_settings, log_tail, obtain_token
+from tests.e2e.support import Api, api_client, local_callback_settings
+from tests.processes import ApiServer, ProjectionsRun
 from tests.receivers import Receiver, receiving, wait_until
 from tests.resilience.books import Auditor
+from tests.resilience.cluster import PrivateCluster
 from tests.resilience.conftest import HEALTHY_WITHIN_SECONDS
 from tests.resilience.load import customers_for
-from tests.resilience.processes import ApiServer, PrivateCluster
 from tests.resilience.replicas import (
     ADVISORY_LOCKS,
     LimitRaces,
-    ProjectionsProcess,
     Watch,
     buys_in_read_model,
     wait_for_projections,
@@ -70,16 +68,16 @@ DELIVERED_METRIC = re.compile(r'^broker_ledger_callback_attempts_total\{outcome=
 
 @pytest.fixture
 def replica_load_seconds(request: pytest.FixtureRequest) -> float:
-    """How long the replicas trade: 6 s by default (CI: a runner is killed after 3 s and taken over, every
+    """How long the replicas trade: 4 s by default (CI: a runner is killed after 2 s and taken over, every
     flow, limit race and callback still happens), 120 s with --run-slow."""
-    return 120.0 if request.config.getoption("--run-slow") else 6.0
+    return 120.0 if request.config.getoption("--run-slow") else 4.0
 
 
 @dataclass
 class Fleet:
     database_url: str
     replicas: list[ApiServer]
-    runners: list[ProjectionsProcess]
+    runners: list[ProjectionsRun]
     tokens: dict[str, str]
     receiver: Receiver
     watch: Watch
@@ -93,11 +91,8 @@ class Fleet:
         return api_client(self.replicas[replica].base_url, self.tokens[client_id])
 
     def logs(self) -> str:
-        parts = [
-            f"--- {name}\n{log_tail(r.log, 30)}" for name, r in zip(REPLICAS, self.replicas, strict=True)
-        ]
-        parts += [f"--- {name}\n{r.tail()}" for name, r in zip(RUNNERS, self.runners, strict=True)]
-        return "\n".join(parts)
+        named = zip(REPLICAS + RUNNERS, self.replicas + self.runners, strict=True)
+        return "\n".join(f"--- {name}\n{process.tail(30)}" for name, process in named)
 
 
 def settings_with_callbacks(path: Path, url: str) -> Path:
@@ -121,31 +116,22 @@ def fleet(private_cluster: PrivateCluster, tmp_path: Path) -> Iterator[Fleet]:
         settings = settings_with_callbacks(tmp_path / "settings.toml", receiver.url)
         env = {**PROCESS_ENV, "BROKER_LEDGER_SETTINGS": str(settings)}
         replicas = [
-            ApiServer(database_url, var, tmp_path / f"{name}.log", workers=1, options=("--no-projections",))
+            ApiServer(
+                database_url, var, tmp_path / f"{name}.log", workers=1, options=("--no-projections",), env=env
+            )
             for name in REPLICAS
         ]
-        for replica in replicas:
-            replica.env.update(env)
-        runners = [
-            ProjectionsProcess(
-                {**env, "DATABASE_URL": database_url, "BROKER_LEDGER_VAR": str(var)},
-                tmp_path / f"{name}.log",
-            )
-            for name in RUNNERS
-        ]
+        runners = [ProjectionsRun(database_url, var, tmp_path / f"{name}.log", env=env) for name in RUNNERS]
         started = dict(zip(REPLICAS + RUNNERS, replicas + runners, strict=True))
-        watch = Watch(database_url, lambda: {name: pid_of(process) for name, process in started.items()})
+        watch = Watch(database_url, lambda: {name: process.pid for name, process in started.items()})
         try:
             replicas[0].start()  # first and alone: it creates the var directory's credentials
             watch.start()
             for runner in runners:
                 runner.start()
             replicas[1].start()
-            secrets = client_secrets(var)
-            tokens = {  # from one replica, used on both: they share the signing key
-                client: obtain_token(replicas[0].base_url, client, secrets[client])
-                for client in ("demo-broker", "demo-operator")
-            }
+            # from one replica, used on both: they share the signing key
+            tokens = {client: replicas[0].token(client) for client in ("demo-broker", "demo-operator")}
             yield Fleet(database_url, replicas, runners, tokens, receiver, watch, time.monotonic() - began)
         finally:
             watch.stop()
@@ -182,10 +168,8 @@ def kill_and_restart_a_runner(fleet: Fleet) -> tuple[str, float]:
         held = locks_held(connection, fleet.watch)
         victim = Counter(held.values()).most_common(1)[0][0]
         runner = fleet.runners[RUNNERS.index(victim)]
-        assert runner.process is not None
         killed = time.monotonic()
-        os.killpg(runner.process.pid, signal.SIGKILL)
-        runner.process.wait(timeout=10)
+        runner.kill()
         assert wait_until(
             lambda: (
                 len(locks_held(connection, fleet.watch)) == len(PROJECTIONS)
@@ -203,10 +187,6 @@ def locks_held(connection: psycopg.Connection, watch: Watch) -> dict[str, str]:
     """projection name -> the process whose backend holds its lock."""
     rows = connection.execute(ADVISORY_LOCKS).fetchall()
     return {watch.names[c, o]: watch.owner(port) for c, o, _, port in rows if (c, o) in watch.names}
-
-
-def pid_of(process: ApiServer | ProjectionsProcess) -> int | None:
-    return process.process.pid if process.process is not None and process.process.poll() is None else None
 
 
 def pending_callbacks(database_url: str) -> int:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from application.settings import DEFAULT_SETTINGS
-from interface.idempotency import transaction_code_for
+from interface.http.idempotency import transaction_code_for
 from tests.bursts import assert_never_created, bought, burst
 from tests.e2e.support import (
     AddressSource,
@@ -31,8 +31,8 @@ from tests.e2e.support import (
     expect,
     expect_problem,
     obtain_token,
-    running_server,
 )
+from tests.processes import running_server
 
 RATE, BURST = 2, 10
 DEMO_LIMITS = "requests_per_second = 200\nburst = 400"
@@ -71,7 +71,8 @@ def limited(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         )
     )
     var = root / "var"
-    with running_server(database_url, var, root / "server.log", workers=1, settings=settings) as url:
+    with running_server(database_url, var, root / "server.log", workers=1, settings=settings) as server:
+        url = server.base_url
         secrets = client_secrets(var)
         # POST /connect/token counts against the address: these take five of its BURST
         tokens = {

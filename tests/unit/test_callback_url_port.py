@@ -3,25 +3,19 @@ addresses it resolves to; the static rules, the ledger's default without it, do 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from application.adapters.prices import FixedPrices
 from application.orders import OrderDesk
 from application.ports import CallbackUrlCheck
 from application.settings import DEFAULT_SETTINGS, load_settings
+from bench.clock import FakeClock
 from domain.callback_urls import CallbackUrlRules
 from domain.errors import CallbackUrlRefused
 from projections.callbacks.urls import CallbackUrlPolicy
 
 ANSWERS = {"rebind.partner.example": ["10.1.2.3"]}
 SETTINGS = load_settings(DEFAULT_SETTINGS)
-
-
-class StoppedClock:
-    def now(self) -> datetime:
-        return datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -31,7 +25,7 @@ class StoppedClock:
 def test_only_the_resolving_policy_refuses_a_host_name_by_its_addresses(
     check: CallbackUrlCheck, refused: bool
 ) -> None:
-    desk = OrderDesk(SETTINGS, FixedPrices(SETTINGS, StoppedClock()), callback_urls=check)
+    desk = OrderDesk(SETTINGS, FixedPrices(SETTINGS, FakeClock()), callback_urls=check)
     url = "https://rebind.partner.example/hook"
     if refused:
         with pytest.raises(CallbackUrlRefused, match=r"non-public address 10\.1\.2\.3"):

@@ -1,9 +1,9 @@
-"""Paths put into their routes' spelling before routing (`interface.paths`)."""
+"""Paths put into their routes' spelling before routing (`interface.http.request_head`)."""
 
 from __future__ import annotations
 
-from interface import paths
-from interface.paths import CaseInsensitivePaths, RouteShape
+from interface.http import request_head as paths
+from interface.http.request_head import CaseInsensitivePaths, RouteShape
 
 ROUTES = ["/brokerbuy", "/brokerbuy/simulate", "/Transaction/Execute", "/customer/{customerCode}/accounts"]
 

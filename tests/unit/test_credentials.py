@@ -23,10 +23,10 @@ from application.credentials import (
     Credentials,
     CredentialsError,
     load_or_create_credentials,
-    var_dir,
 )
 from application.settings import DEFAULT_SETTINGS, Partner
-from interface.settings import ApiPartner, Client, Role, ServiceSettings, load_service_settings
+from interface.environment import Environment
+from interface.http.settings import ApiPartner, Client, Role, ServiceSettings, load_service_settings
 
 DEMO_CLIENTS = {"demo-broker", "demo-operator", "demo-auditor", "other-broker", "other-operator"}
 
@@ -45,8 +45,8 @@ def settings() -> ServiceSettings:
     return load_service_settings(DEFAULT_SETTINGS)
 
 
-def start(settings: ServiceSettings, var: Path) -> Credentials:
-    return load_or_create_credentials(settings, var, argon2=fast_hasher())
+def start(settings: ServiceSettings, var: Path, token_key: str | None = None) -> Credentials:
+    return load_or_create_credentials(settings, var, token_key=token_key, argon2=fast_hasher())
 
 
 def secrets_in(var: Path) -> dict[str, str]:
@@ -178,7 +178,7 @@ def test_signing_key_from_the_environment_wins_and_is_not_stored(
     key = bytes(range(40))
     monkeypatch.setenv(TOKEN_KEY_ENV, base64.urlsafe_b64encode(key).decode().rstrip("="))
 
-    credentials = start(settings, tmp_path)
+    credentials = start(settings, tmp_path, Environment.read().token_key)
 
     assert credentials.signing_key == key
     assert "signing_key" not in json.loads((tmp_path / CREDENTIALS_FILE).read_text())
@@ -191,7 +191,7 @@ def test_an_unusable_signing_key_in_the_environment_is_refused(
     monkeypatch.setenv(TOKEN_KEY_ENV, value)
 
     with pytest.raises(CredentialsError, match=TOKEN_KEY_ENV):
-        start(settings, tmp_path)
+        start(settings, tmp_path, Environment.read().token_key)
 
 
 def test_each_partner_gets_a_standard_webhooks_secret(settings: ServiceSettings, tmp_path: Path) -> None:
@@ -219,9 +219,9 @@ def test_var_dir_defaults_to_var_and_follows_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(VAR_ENV, raising=False)
-    assert var_dir() == Path("var")
+    assert Environment.read().var_dir == Path("var")
     monkeypatch.setenv(VAR_ENV, str(tmp_path))
-    assert var_dir() == tmp_path
+    assert Environment.read().var_dir == tmp_path
 
 
 def _start_in_child(var: str) -> tuple[bytes, dict[str, str], str]:

@@ -1,5 +1,6 @@
 """How deep a request body nests, counted on its bytes before anything decodes it
-(`interface.json_bounds.nesting_depth`): brackets inside strings do not count, and a string that is cut off
+(`interface.http.bodies.nesting_depth`): brackets inside strings do not count, and a string that is cut
+off
 runs to the end of the body."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from interface.json_bounds import nesting_depth
+from interface.http.bodies import nesting_depth
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\x ', max_size=8),

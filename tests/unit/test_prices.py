@@ -20,8 +20,8 @@ from application.adapters.prices import (
     price_source_from,
 )
 from application.settings import Settings, load_settings
+from bench.clock import FakeClock
 from domain.errors import PriceUnavailable
-from tests.clock import FakeClock
 
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 

@@ -7,9 +7,9 @@ import threading
 import pytest
 
 from application.settings import DEFAULT_SETTINGS, SettingsError
-from interface.auth import Principal
-from interface.rate_limits import TokenBuckets, client_key, retry_after
-from interface.settings import RateLimitSettings, decode_service_settings
+from interface.http.auth import Principal
+from interface.http.rate_limits import TokenBuckets, client_key, retry_after
+from interface.http.settings import RateLimitSettings, decode_service_settings
 
 
 class FakeTime:

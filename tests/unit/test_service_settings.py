@@ -1,5 +1,6 @@
 """One settings file, two parts: the ledger's sections (application/settings.py) and the API's
-(interface/settings.py). Each part reads its own keys and leaves the other's alone; loaded as a whole, the
+(interface/http/settings.py). Each part reads its own keys and leaves the other's alone; loaded as a whole,
+the
 file is refused for a key neither part declares and for the problems of either part, all reported at once."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from application.settings import DEFAULT_SETTINGS, SettingsError, decode_settings
-from interface.settings import (
+from interface.http.settings import (
     ApiSettings,
     HttpSettings,
     RateLimitSettings,

@@ -11,11 +11,11 @@ from argon2 import PasswordHasher
 
 from application.credentials import load_or_create_credentials
 from application.settings import DEFAULT_SETTINGS
-from interface.auth import FailedAttempts, TokenService
-from interface.problems import ApiProblem
-from interface.settings import TokenSettings, load_service_settings
-from interface.token_issuance import TokenIssuance
-from tests.clock import FakeClock
+from bench.clock import FakeClock
+from interface.http.auth import FailedAttempts, TokenService
+from interface.http.problems import ApiProblem
+from interface.http.settings import TokenSettings, load_service_settings
+from interface.tokens.issuance import TokenIssuance
 
 ADDRESS = "10.0.0.1"
 

@@ -13,7 +13,8 @@ import jwt
 import pytest
 
 from application.credentials import ClientRecord
-from interface.auth import (
+from bench.clock import FakeClock
+from interface.http.auth import (
     FailedAttempts,
     InvalidScope,
     InvalidToken,
@@ -21,8 +22,7 @@ from interface.auth import (
     TokenService,
     parse_bearer,
 )
-from interface.settings import TokenSettings
-from tests.clock import FakeClock
+from interface.http.settings import TokenSettings
 
 KEY = b"k" * 32
 START = datetime(2025, 1, 15, 12, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from application.settings import Settings
-from interface.callbacks import renderer
+from interface.transactions.callback_bodies import renderer
 from projections.callbacks.delivery import DeliveryConfig, DeliveryWorker
 from projections.callbacks.outbox import DeliveryStore
 from projections.callbacks.projection import CallbackOutbox

@@ -12,6 +12,7 @@ import msgspec
 from application.commands import BuyRequest, SendoutReport
 from application.ledger import Ledger
 from application.settings import DEFAULT_SETTINGS, Settings, load_settings
+from application.use_cases import UseCases
 from domain.transaction import Transaction
 from projections.callbacks.delivery import DeliveryConfig, DeliveryWorker
 from projections.callbacks.outbox import DeliveryRecord, DeliveryStore
@@ -41,8 +42,8 @@ def callback_settings(**changes: object) -> Settings:
 class Trades:
     """Buys of fresh customers of partner demo, each with a callback URL, moved on by sendout reports."""
 
-    def __init__(self, ledger: Ledger, addresses: object) -> None:
-        self.ledger = ledger
+    def __init__(self, use_cases: UseCases, addresses: object) -> None:
+        self.use_cases = use_cases
         self.addresses = addresses
         self.customers = itertools.count(1)
 
@@ -50,9 +51,9 @@ class Trades:
         """Staged, and unless `stage` committed in a second step: Staged and Sending are two deliveries
         (a buy created without `stage` has one, Sending)."""
         code = f"cb-{next(self.customers)}"
-        self.ledger.register_customer(partner, code, "Basic", status="ACTIVE")
+        self.use_cases.customers.register_customer(partner, code, "Basic", status="ACTIVE")
         address = self.addresses.next("BTC")  # type: ignore[attr-defined]
-        self.ledger.open_account(partner, code, address)
+        self.use_cases.customers.open_account(partner, code, address)
         request = BuyRequest(
             customer_code=code,
             currency="EUR",
@@ -62,14 +63,14 @@ class Trades:
             payment_method="BANK_EUR_BUY",
             callback_url=url,
         )
-        staged = self.ledger.create_buy(partner, request, stage=True)
-        return staged if stage else self.ledger.commit(partner, staged.code)
+        staged = self.use_cases.buys.create(partner, request, stage=True)
+        return staged if stage else self.use_cases.buys.commit(partner, staged.code)
 
     def complete(self, buy: Transaction) -> None:
         """Sendout seen with one confirmation (no status change), then confirmed (COMPLETED)."""
         for confirmations in (1, 2):
             report = SendoutReport(buy.code, f"out-{buy.code}", confirmations)
-            self.ledger.report_sendout(buy.order.partner, report)
+            self.use_cases.settlement.report_sendout(buy.order.partner, report)
 
 
 def project(ledger: Ledger, view: CallbackOutbox) -> int:

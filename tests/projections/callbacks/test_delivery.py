@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from application.ledger import Ledger
-from interface import presenters
-from interface.callbacks import ENCODER
+from application.use_cases import UseCases
+from interface.transactions import presenters
+from interface.transactions.callback_bodies import ENCODER
 from projections.callbacks.delivery import DeliveryConfig
 from projections.callbacks.outbox import DeliveryStore
 from projections.callbacks.projection import CallbackOutbox
@@ -43,13 +44,14 @@ def check_in_order(receiver: Receiver, store: DeliveryStore, codes: list[str]) -
 
 def test_each_status_change_is_delivered_signed_and_in_order(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     store: DeliveryStore,
     make_worker: Any,
 ) -> None:
     with receiving(Receiver()) as receiver:
-        trades = Trades(store_ledger, addresses)
+        trades = Trades(store_use_cases, addresses)
         buys = [trades.buy(receiver.url) for _ in range(3)]
         for buy in buys:
             trades.complete(buy)
@@ -63,7 +65,7 @@ def test_each_status_change_is_delivered_signed_and_in_order(
         assert body["type"] == "transaction.status_changed"
         assert set(body) == {"id", "type", "created", "transaction"}
         assert received.headers["Content-Type"] == "application/json"
-    final = store_ledger.transaction("demo", buys[0].code)
+    final = store_ledger.store.transaction("demo", buys[0].code)
     last = [
         r.payload for r in receiver.snapshot() if r.payload["transaction"]["transactionCode"] == final.code
     ]
@@ -74,13 +76,14 @@ def test_each_status_change_is_delivered_signed_and_in_order(
 
 def test_a_failing_receiver_gets_every_event_again_until_it_takes_it(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     store: DeliveryStore,
     make_worker: Any,
 ) -> None:
     with receiving(Receiver(lambda event_id, seen: 500 if seen < 2 else None)) as receiver:
-        trades = Trades(store_ledger, addresses)
+        trades = Trades(store_use_cases, addresses)
         buy = trades.buy(receiver.url)
         trades.complete(buy)
         project(store_ledger, outbox)
@@ -98,13 +101,14 @@ def test_a_failing_receiver_gets_every_event_again_until_it_takes_it(
 
 def test_a_410_stops_the_endpoint_for_every_later_delivery(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     store: DeliveryStore,
     make_worker: Any,
 ) -> None:
     with receiving(Receiver(lambda event_id, seen: 410)) as receiver:
-        trades = Trades(store_ledger, addresses)
+        trades = Trades(store_use_cases, addresses)
         first, second = trades.buy(receiver.url), trades.buy(receiver.url)
         project(store_ledger, outbox)
         drain(make_worker(), store, [first.code, second.code])
@@ -116,6 +120,7 @@ def test_a_410_stops_the_endpoint_for_every_later_delivery(
 
 def test_a_delivery_is_given_up_after_the_retry_window_and_the_next_one_goes(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     store: DeliveryStore,
@@ -129,7 +134,7 @@ def test_a_delivery_is_given_up_after_the_retry_window_and_the_next_one_goes(
 
     config = DeliveryConfig(**{**vars(FAST), "retry_window_seconds": 0.3})
     with receiving(Receiver(answer)) as receiver:
-        buy = Trades(store_ledger, addresses).buy(receiver.url)
+        buy = Trades(store_use_cases, addresses).buy(receiver.url)
         project(store_ledger, outbox)
         drain(make_worker(config), store, [buy.code])
     staged, sending = listing(store, buy.code)
@@ -140,13 +145,14 @@ def test_a_delivery_is_given_up_after_the_retry_window_and_the_next_one_goes(
 
 def test_a_delivery_leased_by_a_worker_that_died_is_sent_once_the_lease_runs_out(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     store: DeliveryStore,
     make_worker: Any,
 ) -> None:
     with receiving(Receiver()) as receiver:
-        buy = Trades(store_ledger, addresses).buy(receiver.url)
+        buy = Trades(store_use_cases, addresses).buy(receiver.url)
         project(store_ledger, outbox)
         dead = store.claim(lease_seconds=0.5)  # claimed, then its worker "dies" before sending
         assert dead is not None and dead.sequence == 1
@@ -159,13 +165,14 @@ def test_a_delivery_leased_by_a_worker_that_died_is_sent_once_the_lease_runs_out
 
 def test_several_workers_deliver_a_flaky_receivers_events_in_order(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     store: DeliveryStore,
     make_worker: Any,
 ) -> None:
     with receiving(Receiver(flaky(fail_rate=0.3, stall_rate=0.05), stall_seconds=0.7)) as receiver:
-        trades = Trades(store_ledger, addresses)
+        trades = Trades(store_use_cases, addresses)
         buys = [trades.buy(receiver.url) for _ in range(8)]
         for buy in buys:
             trades.complete(buy)
@@ -184,6 +191,7 @@ def test_several_workers_deliver_a_flaky_receivers_events_in_order(
 
 def test_a_host_that_resolves_to_loopback_at_send_time_gets_no_connection(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     store: DeliveryStore,
@@ -194,7 +202,7 @@ def test_a_host_that_resolves_to_loopback_at_send_time_gets_no_connection(
     answers = {"hooks.partner.example": ["93.184.215.14"]}
     monkeypatch.setattr(SystemResolver, "__call__", lambda self, host, port: answers[host])
     with Listener() as listener:
-        buy = Trades(store_ledger, addresses).buy(f"https://hooks.partner.example:{listener.port}/cb")
+        buy = Trades(store_use_cases, addresses).buy(f"https://hooks.partner.example:{listener.port}/cb")
         project(store_ledger, outbox)
         answers["hooks.partner.example"] = ["127.0.0.1"]
         worker = make_worker(policy=CallbackUrlPolicy([]))
@@ -207,6 +215,7 @@ def test_a_host_that_resolves_to_loopback_at_send_time_gets_no_connection(
 
 def test_a_redirect_is_not_followed(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     store: DeliveryStore,
@@ -215,7 +224,7 @@ def test_a_redirect_is_not_followed(
     with Listener() as target:
         redirect = {"Location": f"http://127.0.0.1:{target.port}/elsewhere"}
         with receiving(Receiver(lambda event_id, seen: 307, headers=redirect)) as receiver:
-            buy = Trades(store_ledger, addresses).buy(receiver.url)
+            buy = Trades(store_use_cases, addresses).buy(receiver.url)
             project(store_ledger, outbox)
             assert make_worker().deliver_next()
     assert target.connections == 0 and len(receiver.snapshot()) == 1
@@ -225,13 +234,14 @@ def test_a_redirect_is_not_followed(
 
 def test_a_stalling_receiver_costs_one_timeout(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     store: DeliveryStore,
     make_worker: Any,
 ) -> None:
     with receiving(Receiver(lambda event_id, seen: -1, stall_seconds=2.0)) as receiver:
-        buy = Trades(store_ledger, addresses).buy(receiver.url)
+        buy = Trades(store_use_cases, addresses).buy(receiver.url)
         project(store_ledger, outbox)
         started = time.monotonic()
         assert make_worker().deliver_next()

@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from application.commands import BuyRequest
 from application.ledger import Ledger
 from application.settings import Settings
+from application.use_cases import UseCases
 from projections.callbacks.projection import CallbackOutbox, event_id
 from projections.callbacks.snapshots import StoredState, restore, store
 from tests.projections.callbacks.support import (
@@ -46,22 +47,23 @@ def status_changes(ledger: Ledger, transaction_id: UUID) -> list[tuple[int, str]
 
 def test_every_status_change_of_a_transaction_with_a_url_becomes_one_delivery(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     clock: Any,
     addresses: Any,
     outbox: CallbackOutbox,
     fresh_database: str,
 ) -> None:
     """Every sell of the scenario has the sell method's URL; its buys have none (and get no delivery)."""
-    done = populate(store_ledger, clock, addresses)
+    done = populate(store_use_cases, clock, addresses)
     project(store_ledger, outbox)
     rows = outbox_rows(fresh_database)
     by_code: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_code.setdefault(row["transaction_code"], []).append(row)
     sells = [
-        store_ledger.transaction(partner, code)
+        store_ledger.store.transaction(partner, code)
         for partner, code in done.transactions
-        if store_ledger.transaction(partner, code).type == "BROKERSELL"
+        if store_ledger.store.transaction(partner, code).type == "BROKERSELL"
     ]
     assert set(by_code) == {sell.code for sell in sells}
     for sell in sells:
@@ -75,13 +77,17 @@ def test_every_status_change_of_a_transaction_with_a_url_becomes_one_delivery(
 
 
 def test_a_buy_created_without_stage_is_first_delivered_as_sending(
-    store_ledger: Ledger, addresses: Any, outbox: CallbackOutbox, fresh_database: str
+    store_ledger: Ledger,
+    store_use_cases: UseCases,
+    addresses: Any,
+    outbox: CallbackOutbox,
+    fresh_database: str,
 ) -> None:
     """Its Staged and Committed are one recording; its Staged says so, so the outbox (replayed or not)
     never has a Staged delivery a platform could try to commit on."""
-    trades = Trades(store_ledger, addresses)
+    trades = Trades(store_use_cases, addresses)
     request = trades.buy(HOOK, stage=True).order  # a customer and account to buy for
-    buy = store_ledger.create_buy("demo", _request_of(request), stage=False)
+    buy = store_use_cases.buys.create("demo", _request_of(request), stage=False)
     trades.complete(buy)
     project(store_ledger, outbox)
     rows = [row for row in outbox_rows(fresh_database) if row["transaction_code"] == buy.code]
@@ -109,11 +115,12 @@ def _request_of(order: Any) -> BuyRequest:
 
 def test_a_delivery_keeps_the_transaction_as_it_stood_after_its_event(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     fresh_database: str,
 ) -> None:
-    trades = Trades(store_ledger, addresses)
+    trades = Trades(store_use_cases, addresses)
     buy = trades.buy(HOOK)
     trades.complete(buy)
     project(store_ledger, outbox)
@@ -123,7 +130,7 @@ def test_a_delivery_keeps_the_transaction_as_it_stood_after_its_event(
     for row in rows:
         state = restore(StoredState(row["transaction_id"], row["version"], row["topic"], row["state"]))
         assert str(state.status) == row["transaction_status"] and state.version == row["version"]
-    final = store_ledger.transaction("demo", buy.code)
+    final = store_ledger.store.transaction("demo", buy.code)
     last = rows[-1]
     restored = restore(StoredState(last["transaction_id"], last["version"], last["topic"], last["state"]))
     assert vars(restored) == {**vars(final), "_pending_events": []}
@@ -132,11 +139,12 @@ def test_a_delivery_keeps_the_transaction_as_it_stood_after_its_event(
 
 def test_a_transaction_without_a_url_has_no_delivery(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     fresh_database: str,
 ) -> None:
-    trades = Trades(store_ledger, addresses)
+    trades = Trades(store_use_cases, addresses)
     trades.complete(trades.buy(None))
     project(store_ledger, outbox)
     assert outbox_rows(fresh_database) == []
@@ -150,11 +158,12 @@ def kept_states(database: str) -> dict[str, dict[str, Any]]:
 
 def test_a_transaction_without_a_url_is_kept_only_as_a_marker_through_all_its_events(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     fresh_database: str,
 ) -> None:
-    trades = Trades(store_ledger, addresses)
+    trades = Trades(store_use_cases, addresses)
     silent, hooked = trades.buy(None), trades.buy(HOOK)
     project(store_ledger, outbox)
     trades.complete(silent)  # its later events, one projection batch after its first
@@ -163,7 +172,7 @@ def test_a_transaction_without_a_url_is_kept_only_as_a_marker_through_all_its_ev
     kept = kept_states(fresh_database)
     assert (bytes(kept[silent.code]["state"]), kept[silent.code]["sequence"]) == (b"", 0)
     assert kept[silent.code]["status"] == "no callback URL"
-    final = store_ledger.transaction("demo", hooked.code)
+    final = store_ledger.store.transaction("demo", hooked.code)
     restored = restore(
         StoredState(
             final.id, kept[hooked.code]["version"], kept[hooked.code]["topic"], kept[hooked.code]["state"]
@@ -175,15 +184,16 @@ def test_a_transaction_without_a_url_is_kept_only_as_a_marker_through_all_its_ev
 
 def test_a_transaction_without_a_url_kept_in_full_before_goes_on_without_a_delivery(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     fresh_database: str,
 ) -> None:
     """A store projected before the marker existed holds such a transaction's whole state: its later events
     move that state on as before, and still deliver nothing."""
-    trades = Trades(store_ledger, addresses)
+    trades = Trades(store_use_cases, addresses)
     buy = trades.buy(None)
-    transaction = store_ledger.transaction("demo", buy.code)
+    transaction = store_ledger.store.transaction("demo", buy.code)
     stored = store(transaction)
     outbox.insert_tracking(Tracking("Ledger", store_ledger.recorder.max_notification_id()))
     with psycopg.connect(fresh_database) as conn:
@@ -194,17 +204,18 @@ def test_a_transaction_without_a_url_kept_in_full_before_goes_on_without_a_deliv
     trades.complete(buy)
     project(store_ledger, outbox)
     kept = kept_states(fresh_database)[buy.code]
-    assert kept["version"] == store_ledger.transaction("demo", buy.code).version
+    assert kept["version"] == store_ledger.store.transaction("demo", buy.code).version
     assert outbox_rows(fresh_database) == []
 
 
 def test_a_rebuild_leaves_the_outbox_and_its_delivery_state_as_they_were(
     store_ledger: Ledger,
+    store_use_cases: UseCases,
     addresses: Any,
     outbox: CallbackOutbox,
     fresh_database: str,
 ) -> None:
-    trades = Trades(store_ledger, addresses)
+    trades = Trades(store_use_cases, addresses)
     trades.complete(trades.buy(HOOK))
     project(store_ledger, outbox)
     with psycopg.connect(fresh_database) as conn:

@@ -1,0 +1,96 @@
+"""`UnitOfWork`: one request's work on the event store, opened by the interface and joined by the store.
+
+The interface opens one around each write of an authenticated partner (`interface.http.read_your_writes`)
+and hands it to the use case, which passes it to every save it makes (`LedgerStore.save(..., unit=unit)`);
+the group committer (`application.store.group_commit`) takes it with the save's events. It carries:
+- whose request it is (`partner`);
+- how far the event log went with the request's writes (`position`, for read-your-writes: a later read of the
+  same partner waits for it rather than for the whole log), and how far of it the store kept with the events
+  (`kept`). The group committer, once told the table (`keep_write_positions`), writes the partner's position
+  in the same transaction as its events and marks it kept; whatever a save leaves unkept (the library's
+  recorder, a save settled after a connection fault) the interface keeps itself before the answer leaves
+  (`left_to_keep`);
+- statements that ride with the request's first save (`ride_with_first_save`: an Idempotency-Key's claim).
+  They are written in that save's transaction, so the save's events and the statements commit together or
+  not at all; a save that lost a version race leaves them for the rerun's save, and a save the database
+  refused for them fails with `CompanionRefused` (see `application.store.save_queue`).
+
+A use case run without a request (the expiry sweeper, the command line, tests) passes no unit: its writes are
+tracked by nobody and carry no statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from application.store.save_queue import CompanionRefused, PendingSave, Rows, Statement
+
+
+class FirstSaveStatements:
+    """Statements for the first save of a request, and what became of them: the rows each returned once a
+    save carrying them committed, or the refusal (`CompanionRefused`) of the save that carried them. A save
+    that failed otherwise (a version conflict, a lost connection) leaves them for the request's next save."""
+
+    __slots__ = ("refused", "rows", "statements")
+
+    def __init__(self, statements: Sequence[Statement]) -> None:
+        self.statements = statements
+        self.rows: list[Rows] | None = None
+        self.refused: CompanionRefused | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.rows is not None or self.refused is not None
+
+    def after(self, save: PendingSave) -> None:
+        """Notes the outcome of a save that carried the statements. A save that succeeded without their rows
+        (read back after a connection fault: its events were found, its statements' rows are not known)
+        leaves them unsettled."""
+        if save.error is None and len(save.rows) == len(self.statements):
+            self.rows = save.rows
+        elif isinstance(save.error, CompanionRefused):
+            self.refused = save.error
+
+
+class UnitOfWork:
+    """One request of `partner` on the event store: its write position and the statements riding with its
+    first save (see the module docstring). `partner` None: the position is tracked but kept by nobody."""
+
+    __slots__ = ("first_save", "kept", "partner", "position")
+
+    def __init__(self, partner: str | None = None) -> None:
+        self.partner = partner
+        self.position = 0  # the last notification id the request's saves recorded; 0 while it wrote nothing
+        self.kept = 0  # how far of it the store kept with the events (committed)
+        self.first_save: FirstSaveStatements | None = None
+
+    @property
+    def left_to_keep(self) -> bool:
+        """True when the request wrote past what the store kept: the interface must keep the position."""
+        return self.position > self.kept
+
+    def note_kept(self, notification_id: int) -> None:
+        """The store wrote this partner's position up to `notification_id` with the events (committed)."""
+        if notification_id > self.kept:
+            self.kept = notification_id
+
+    def note_recorded(self, recordings: Sequence[Any]) -> None:
+        """Raises the position to the last of `recordings` (eventsourcing's Recording) of a save."""
+        if not recordings:
+            return
+        last = max(recording.notification.id for recording in recordings)
+        if last > self.position:
+            self.position = last
+
+    def ride_with_first_save(self, statements: Sequence[Statement]) -> FirstSaveStatements:
+        """Has `statements` ride with the first save of this request that commits; what became of them is on
+        the holder returned."""
+        self.first_save = FirstSaveStatements(statements)
+        return self.first_save
+
+    def statements_for_next_save(self) -> FirstSaveStatements | None:
+        """The statements waiting for the request's first save, None when there are none or they are settled
+        (committed with a save, or refused)."""
+        waiting = self.first_save
+        return waiting if waiting is not None and not waiting.settled else None

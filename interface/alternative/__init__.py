@@ -1,0 +1,1 @@
+"""The alternative buy and sell endpoints, named by account: routes and shapes."""

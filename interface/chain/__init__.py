@@ -1,0 +1,1 @@
+"""Reports of the blockchain watcher (deposits, sendouts): routes and shapes."""

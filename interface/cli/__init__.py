@@ -1,0 +1,1 @@
+"""The command line: the `broker-ledger` console script (`main`) and its commands."""

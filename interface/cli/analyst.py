@@ -1,0 +1,165 @@
+"""`broker-ledger analyst create-role`: the read-only role analysts connect with (see docs/analytics.md).
+
+The role may log in and read every table and view of the schema `read` (also those created later), and
+nothing else: no access to the event store (`ledger`), the API's tables (`api`), the callback tables of
+`read` (payloads, URLs and receivers' answers are partner data an analyst does not need) or
+`read.projection_status` (its `error` is free text that may quote an event's partner data; how far each
+projection has come is in the `*_tracking` tables, which the role reads), and its sessions are read-only.
+
+Nor may it hold up the service: it takes no advisory lock (in the service's database only the service's role
+may, `application.store.advisory_locks`), its sessions start with a statement timeout, a lock timeout and an
+idle-in-transaction timeout (defaults it could change in its own session: they stop a forgotten query, not a
+hostile one, which its privileges stop), and it has a connection limit, so it cannot use up the server's
+connections the service needs to start.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import psycopg
+from cyclopts import App, Parameter
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from application.store.advisory_locks import LocksNotReserved, lock_functions_of, reserve_for
+from application.store.database import build_url, redact
+from interface.cli.main import database_url, fail
+from interface.environment import Environment
+from projections.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
+from projections.catalog import CALLBACK_OUTBOX, READ_MODELS
+from projections.postgres import READ_SCHEMA
+from projections.runner import open_view
+from projections.status import create_table as create_status_table
+
+app = App(name="analyst", help="The read-only database role for analysts.")
+ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}\Z")
+PRIVATE_SCHEMAS = ("ledger", "api")
+# of the schema `read`: the callbacks' partner data, and the projections' failures (free-text errors)
+PRIVATE_TABLES = (STATES, OUTBOX, ATTEMPTS, ENDPOINTS, "projection_status")
+LOCK_TIMEOUT_SECONDS = 10  # a statement of the role waits at most this long for a lock
+IDLE_IN_TRANSACTION_SECONDS = 60  # a session that leaves a transaction open and idle longer is ended
+
+
+class RoleRefused(Exception):
+    """The role cannot be given what it needs, or could do more than it should."""
+
+
+@app.command(name="create-role")
+def create_role(
+    *,
+    name: Annotated[str, Parameter(help="Name of the role.")] = "analyst",
+    password: Annotated[
+        str | None,
+        Parameter(help="Its password; default: generated for a new role, kept for an existing one."),
+    ] = None,
+    statement_timeout: Annotated[
+        int, Parameter(help="Seconds a statement of the role may run before it is cancelled.")
+    ] = 300,
+    connections: Annotated[int, Parameter(help="Connections the role may hold at once.")] = 5,
+) -> int:
+    """Create (or update) a LOGIN role that can read the schema `read` and nothing else: no advisory locks
+    (the only role that may take one is the service's: this takes a superuser once, see docs/analytics.md),
+    statements cancelled after --statement-timeout seconds, at most --connections connections."""
+    if not ROLE_NAME.match(name):
+        return fail(f"{name!r} is not a plain role name (lower-case letters, digits and _)")
+    if statement_timeout < 1 or connections < 1:
+        return fail("--statement-timeout and --connections must be at least 1")
+    url = database_url(Environment.read())
+    for spec in (READ_MODELS, CALLBACK_OUTBOX):  # the read schema and its tables exist before the grants
+        open_view(url, spec).datastore.close()
+    create_status_table(url)  # excluded below; created later, the default privileges would let it be read
+    with psycopg.connect(url, autocommit=True) as conn:
+        service = str(conn.execute("SELECT current_user").fetchone()[0])
+        if service == name:
+            return fail(f"{name!r} is the service's own role; choose another name")
+        existed = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone() is not None
+        if password is None and not existed:
+            password = secrets.token_urlsafe(18)
+        limits = Limits(statement_timeout, connections)
+        try:
+            with conn.transaction():
+                for statement in grants(name, password, existed, conn.info.dbname, limits):
+                    conn.execute(statement)
+                keep_locks_from(conn, name, service)
+        except (LocksNotReserved, RoleRefused) as refusal:
+            return fail(f"role {name} not {'updated' if existed else 'created'}: {refusal}")
+    params = conninfo_to_dict(url)
+    params.update(user=name, password=password)
+    done = "updated" if existed else "created"
+    print(
+        f"role {name} {done}: SELECT on every table and view of the schema {READ_SCHEMA} but the callback "
+        f"tables and projection_status, nothing else; no advisory locks, statements cancelled after "
+        f"{statement_timeout} s, at most {connections} connections"
+    )
+    if password is not None:
+        print(f'connect with: psql "{build_url(params)}"')
+    else:
+        print(f'connect with: psql "{redact(build_url({**params, "password": "<its password>"}))}"')
+    return 0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long a statement of the role may run, and how many connections it may hold."""
+
+    statement_seconds: int
+    connections: int
+
+    def settings(self) -> dict[str, str]:
+        """The role's session defaults: read-only, and no wait, statement or idle transaction without end."""
+        return {
+            "default_transaction_read_only": "on",
+            "statement_timeout": f"{self.statement_seconds}s",
+            "lock_timeout": f"{LOCK_TIMEOUT_SECONDS}s",
+            "idle_in_transaction_session_timeout": f"{IDLE_IN_TRANSACTION_SECONDS}s",
+        }
+
+
+def keep_locks_from(conn: psycopg.Connection[Any], name: str, service: str) -> None:
+    """Only the service's role may take advisory locks in its database (`conn`'s); `name` may not take one,
+    not even through a grant of its own or of a role it belongs to."""
+    reserve_for(conn, service)
+    able = lock_functions_of(conn, name)
+    if able:
+        raise RoleRefused(
+            f"it could still take advisory locks ({', '.join(able)}), through a grant of its own or of a "
+            f"role it belongs to; revoke that grant first"
+        )
+
+
+def grants(name: str, password: str | None, existed: bool, dbname: str, limits: Limits) -> list[sql.Composed]:
+    role, schema = sql.Identifier(name), sql.Identifier(READ_SCHEMA)
+    attributes = sql.SQL(
+        "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS CONNECTION LIMIT {}"
+    ).format(sql.Literal(limits.connections))
+    if password is not None:
+        attributes = sql.SQL("{} PASSWORD {}").format(attributes, sql.Literal(password))
+    verb = sql.SQL("ALTER ROLE" if existed else "CREATE ROLE")
+    statements = [sql.SQL("{} {} {}").format(verb, role, attributes)]
+    statements += [
+        sql.SQL("ALTER ROLE {} SET {} = {}").format(role, sql.Identifier(setting), sql.Literal(value))
+        for setting, value in limits.settings().items()
+    ]
+    statements += [
+        sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(dbname), role),
+        sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role),
+        sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(schema, role),
+        sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} GRANT SELECT ON TABLES TO {}").format(schema, role),
+    ]
+    statements += [
+        sql.SQL("REVOKE ALL ON {} FROM {}").format(sql.Identifier(READ_SCHEMA, table), role)
+        for table in PRIVATE_TABLES
+    ]
+    for private in PRIVATE_SCHEMAS:
+        statements += [
+            sql.SQL(
+                "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = {0}) THEN "
+                "EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM %I', {0}, {1}); "
+                "EXECUTE format('REVOKE ALL ON SCHEMA %I FROM %I', {0}, {1}); END IF; END $$"
+            ).format(sql.Literal(private), sql.Literal(name))
+        ]
+    return statements

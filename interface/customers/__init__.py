@@ -1,0 +1,1 @@
+"""Customers, their accounts and their limits over HTTP: routes, shapes and presenters."""

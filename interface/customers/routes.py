@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from litestar import Controller, Request, Response, get, post, put
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import JSONBody
+
+from interface.customers import presenters
+from interface.customers import shapes as r
+from interface.customers.shapes import AccountCreate, CustomerCreate, CustomerUpdate
+from interface.http.common import (
+    CustomersDep,
+    IdempotencyKey,
+    LimitsDep,
+    SettingsDep,
+    code_parameter,
+    principal,
+    problems,
+    unit_of,
+    version_header,
+)
+from interface.http.security import BROKER, authorize, roles
+from interface.http.shapes import EXAMPLE_CUSTOMER
+
+CodeParam = Annotated[str, code_parameter("the customer's code", EXAMPLE_CUSTOMER)]
+
+
+class CustomerController(Controller):
+    path = "/customer"
+    tags = ["Customers"]
+    guards = [authorize]
+    opt = roles(BROKER)
+    parameters = version_header()
+
+    @post(
+        "/", operation_id="createCustomer", status_code=201, responses=problems(409, 422), sync_to_thread=True
+    )
+    def create(
+        self,
+        request: Request,
+        data: JSONBody[CustomerCreate],
+        customers: CustomersDep,
+        idempotency_key: IdempotencyKey,
+    ) -> r.Customer:
+        """Creates a customer, NEW unless `status` says ACTIVE."""
+        customer = customers.register_customer(
+            principal(request).partner,
+            data.customer_code,
+            data.trust_level,
+            data.status,
+            data.currency_code,
+            data.portfolio_code,
+            unit=unit_of(request),
+        )
+        return presenters.customer(customer, [])
+
+    @put(
+        "/{customer_code:str}",
+        operation_id="activateCustomer",
+        responses=problems(404, 409, 422),
+        sync_to_thread=True,
+    )
+    def activate(
+        self,
+        request: Request,
+        customer_code: CodeParam,
+        data: JSONBody[CustomerUpdate],
+        customers: CustomersDep,
+        idempotency_key: IdempotencyKey,
+    ) -> r.Customer:
+        """Activates a NEW customer (status ACTIVE); activating an active customer changes nothing."""
+        partner = principal(request).partner
+        customer = customers.activate_customer(partner, customer_code, data.status, unit=unit_of(request))
+        return presenters.customer(customer, customers.accounts_of(customer))
+
+    @get("/{customer_code:str}", operation_id="getCustomer", responses=problems(404), sync_to_thread=True)
+    def read(self, request: Request, customer_code: CodeParam, customers: CustomersDep) -> r.Customer:
+        """Reads a customer with its accounts."""
+        customer = customers.customer(principal(request).partner, customer_code)
+        return presenters.customer(customer, customers.accounts_of(customer))
+
+    @post(
+        "/{customer_code:str}/accounts",
+        operation_id="createAccount",
+        status_code=201,
+        responses={
+            200: ResponseSpec(r.Account, description="The account of this address existed already"),
+            **problems(404, 422),
+        },
+        sync_to_thread=True,
+    )
+    def open_account(
+        self,
+        request: Request,
+        customer_code: CodeParam,
+        data: JSONBody[AccountCreate],
+        customers: CustomersDep,
+        idempotency_key: IdempotencyKey,
+    ) -> Response[r.Account]:
+        """Opens the account of a withdraw address (201), or returns the existing one (200)."""
+        account, opened = customers.open_account(
+            principal(request).partner,
+            customer_code,
+            data.customer_crypto_address,
+            data.dc_code,
+            unit=unit_of(request),
+        )
+        return Response(presenters.account(account), status_code=201 if opened else 200)
+
+    @get(
+        "/{customer_code:str}/limits",
+        operation_id="getCustomerLimits",
+        responses=problems(404),
+        sync_to_thread=True,
+    )
+    def limits(
+        self,
+        request: Request,
+        customer_code: CodeParam,
+        customers: CustomersDep,
+        limits: LimitsDep,
+        settings: SettingsDep,
+    ) -> r.Limits:
+        """Limit, used and remaining volume per direction and period, in the base currency."""
+        partner = principal(request).partner
+        customer = customers.customer(partner, customer_code)
+        return presenters.limits(settings, customer, limits.usage(partner, customer_code))

@@ -1,0 +1,164 @@
+"""The process's environment variables, read once at start into one typed, immutable `Environment`.
+
+Every product module that needs what an operator sets in the environment gets it handed in, as a plain
+parameter, by the process's composition root: `interface.app.build_runtime` for the HTTP service, and each
+command of the command line (`interface.cli`) for itself. Those call `Environment.read()`; nothing else reads
+the environment, and this module is the only one that writes it (`hand_down`, `name_connections`): `serve`
+tells its worker processes what it decided, which they read back as their own environment.
+
+The variables, each with its field, its default, and what it does:
+
+- `BROKER_LEDGER_SETTINGS` (`settings_file`, default the demo settings): the settings file.
+- `BROKER_LEDGER_VAR` (`var_dir`, default `var`): the var directory, with the generated secrets and the
+  embedded server's data.
+- `BROKER_LEDGER_TOKEN_KEY` (`token_key`, default none: the key stored in the var directory): the token
+  signing key, base64 of at least 32 bytes.
+- `DATABASE_URL` (`database_url`, default none: the embedded server): the PostgreSQL server, as a URL or a
+  key=value string.
+- `PGUSER`, `PGDATABASE`, `PGHOST`, `PGPORT`, `PGPASSWORD` (`libpq`, default libpq's): the parts of the
+  database's URL that it leaves out.
+- `BROKER_LEDGER_DB_CONNECTIONS` (`connections`, default 6, at least 4): the most connections one process's
+  pools hold together.
+- `BROKER_LEDGER_GROUP_COMMIT` (`group_commit`, default on): "off" commits each save in a transaction of
+  its own, as eventsourcing does, rather than several together (`application.store.group_commit`).
+- `BROKER_LEDGER_PROJECTIONS` (`run_projections`, default on): "off" runs no projection in an API process.
+- `BROKER_LEDGER_PROJECTION_PAGE` (`projection_page`, default 500): events a running projection reads at once.
+- `BROKER_LEDGER_PROJECTION_STALL_SECONDS` (`stall_seconds`, default 30): the age of its oldest unapplied
+  event at which a projection counts as stalled (GET /health, `projections status`, `audit verify`).
+- `BROKER_LEDGER_EXPIRY_SWEEP_SECONDS` (`expiry_sweep_seconds`, default 15): how often overdue transactions
+  are lapsed.
+- `BROKER_LEDGER_CALLBACK_TIMEOUT_SECONDS` (10), `..._RETRY_BASE_SECONDS` (5), `..._RETRY_CAP_SECONDS`
+  (3600), `..._RETRY_WINDOW_SECONDS` (86400), `..._POLL_SECONDS` (0.5), `..._SENDERS` (4) (`delivery`): how
+  callbacks are sent, see `projections.callbacks.delivery_config`.
+- `PROMETHEUS_MULTIPROC_DIR` (`metrics_dir`, default none): where the workers of `serve --workers N` count,
+  for GET /metrics to add up.
+- `BROKER_LEDGER_SUPERVISOR_PID` (`supervisor_pid`, default none: the parent process): the `serve` process
+  a worker ends with.
+
+`serve` sets `BROKER_LEDGER_SETTINGS` (with --settings), `BROKER_LEDGER_VAR`, `DATABASE_URL` (the embedded
+server's, when unset), `BROKER_LEDGER_PROJECTIONS=off` (with --no-projections), `PROMETHEUS_MULTIPROC_DIR` and
+`BROKER_LEDGER_SUPERVISOR_PID` (with several workers) for its workers; every command sets libpq's
+`PGAPPNAME` (unless set) so that its connections say they are the ledger's.
+
+A variable set to the empty string counts as unset, but for `BROKER_LEDGER_EXPIRY_SWEEP_SECONDS`, which must
+then be a number. A value that cannot be used (a budget of 3, a page of "many") raises ValueError naming the
+variable, when the process starts. (The eventsourcing library reads the environment too, under the settings
+we hand it: `eventsourcing_env` sets every key it needs.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from application.credentials import DEFAULT_VAR, TOKEN_KEY_ENV, VAR_ENV
+from application.settings import DEFAULT_SETTINGS, SETTINGS_ENV
+from application.store.database import (
+    APP_NAME,
+    CONNECTIONS_ENV,
+    DATABASE_URL_ENV,
+    GROUP_COMMIT_ENV,
+    LibpqDefaults,
+    connection_budget,
+)
+from projections.callbacks.delivery_config import DeliveryConfig
+from projections.live import PAGE_ENV
+from projections.runner import PAGE
+from projections.status import DEFAULT_STALL_SECONDS, STALL_SECONDS_ENV
+
+PROJECTIONS_ENV = "BROKER_LEDGER_PROJECTIONS"  # "off": this process runs no projections
+EXPIRY_SWEEP_ENV = "BROKER_LEDGER_EXPIRY_SWEEP_SECONDS"
+DEFAULT_EXPIRY_SWEEP_SECONDS = "15"
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's name
+SUPERVISOR_ENV = "BROKER_LEDGER_SUPERVISOR_PID"  # set by `serve` before it starts its workers
+CONNECTION_NAME_ENV = "PGAPPNAME"  # libpq's default application_name
+Number = TypeVar("Number", int, float)
+LIBPQ_ENV = {
+    "user": "PGUSER",
+    "dbname": "PGDATABASE",
+    "host": "PGHOST",
+    "port": "PGPORT",
+    "password": "PGPASSWORD",
+}
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What the environment says, typed: the module's docstring names each field's variable and default."""
+
+    settings_file: Path
+    var_dir: Path
+    token_key: str | None = field(repr=False)  # a secret
+    database_url: str = field(repr=False)  # "" when unset: the embedded server; may hold a password
+    libpq: LibpqDefaults
+    connections: int
+    group_commit: bool
+    run_projections: bool
+    projection_page: int
+    stall_seconds: float
+    expiry_sweep_seconds: float
+    delivery: DeliveryConfig
+    metrics_dir: str | None
+    supervisor_pid: int | None
+
+    @classmethod
+    def read(cls, variables: Mapping[str, str] | None = None) -> Environment:
+        """The environment of this process (`os.environ`), or `variables` (tests); ValueError naming the first
+        variable whose value cannot be used."""
+        found = os.environ if variables is None else variables
+        return cls(
+            settings_file=Path(found.get(SETTINGS_ENV) or DEFAULT_SETTINGS),
+            var_dir=Path(found.get(VAR_ENV) or DEFAULT_VAR),
+            token_key=found.get(TOKEN_KEY_ENV) or None,
+            database_url=found.get(DATABASE_URL_ENV, "").strip(),
+            libpq=LibpqDefaults(**{part: found.get(name) or "" for part, name in LIBPQ_ENV.items()}),
+            connections=connection_budget(found.get(CONNECTIONS_ENV, "")),
+            group_commit=not _is_off(found.get(GROUP_COMMIT_ENV, "")),
+            run_projections=not _is_off(found.get(PROJECTIONS_ENV, "")),
+            projection_page=_number(int, PAGE_ENV, found.get(PAGE_ENV) or str(PAGE)),
+            stall_seconds=_stall_seconds(found.get(STALL_SECONDS_ENV, "").strip()),
+            expiry_sweep_seconds=_number(
+                float, EXPIRY_SWEEP_ENV, found.get(EXPIRY_SWEEP_ENV, DEFAULT_EXPIRY_SWEEP_SECONDS)
+            ),
+            delivery=DeliveryConfig.from_env(found),
+            metrics_dir=found.get(MULTIPROCESS_ENV) or None,
+            supervisor_pid=_pid(found.get(SUPERVISOR_ENV, "")),
+        )
+
+
+def _is_off(value: str) -> bool:
+    return value.strip().lower() == "off"
+
+
+def _number(kind: type[Number], name: str, value: str) -> Number:
+    """`value` as `kind`; ValueError naming the variable `name` when it is not such a number."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, not {value!r}") from None
+
+
+def _stall_seconds(value: str) -> float:
+    return _number(float, STALL_SECONDS_ENV, value) if value else DEFAULT_STALL_SECONDS
+
+
+def _pid(value: str) -> int | None:
+    with contextlib.suppress(ValueError):
+        return int(value)
+    return None
+
+
+def hand_down(variables: Mapping[str, str]) -> None:
+    """Sets `variables` in this process's environment, for the processes it starts to inherit (`serve` tells
+    its workers what it decided: they read it back with `Environment.read`)."""
+    os.environ.update(variables)
+
+
+def name_connections() -> None:
+    """libpq's default application_name, unless the environment sets one: every connection of this command
+    and of the processes it starts says it is ours in pg_stat_activity."""
+    os.environ.setdefault(CONNECTION_NAME_ENV, APP_NAME)

@@ -1,0 +1,115 @@
+"""Liveness (`GET /health/live`: the process serves) and readiness (`GET /health`: the event store's
+committer commits, see `application.store.commit_watch`; the database answers; and every projection keeps
+up with the event log, see `projections.status`)."""
+
+from __future__ import annotations
+
+from litestar import Response, get
+from litestar.datastructures import State
+from litestar.openapi.datastructures import ResponseSpec
+
+from application.store.group_commit import GroupCommitRecorder
+from interface.health.shapes import Health, ProjectionError, ProjectionHealth, StalledProblem
+from interface.http.problems import PROBLEM_JSON
+from projections import status
+from projections.status import ProjectionState
+
+STALLED = "projection_stalled"
+COMMITTER_STALLED = "committer_stalled"
+
+
+@get(
+    "/health/live",
+    operation_id="liveness",
+    tags=["Operations"],
+    exclude_from_auth=True,
+    security=[{}],
+)
+async def liveness() -> dict[str, str]:
+    """Liveness: 200 while the process serves requests, whatever the database or the projections do."""
+    return {"status": "ok"}
+
+
+@get(
+    "/health",
+    operation_id="health",
+    tags=["Operations"],
+    exclude_from_auth=True,
+    sync_to_thread=True,
+    security=[{}],
+    responses={
+        503: ResponseSpec(
+            data_container=StalledProblem,
+            description=(
+                "A projection stalled (`projection_stalled`), the event store's committer does not commit"
+                " (`committer_stalled`), or the database is unavailable"
+            ),
+            media_type=PROBLEM_JSON,
+            generate_examples=False,
+        )
+    },
+)
+def health(state: State) -> Response[Health]:
+    """Readiness: this process's writes commit (else 503 `committer_stalled`), the database answers, and no
+    projection has a recorded failure or an unapplied event older than BROKER_LEDGER_PROJECTION_STALL_SECONDS
+    (30 by default); else 503 `projection_stalled`."""
+    ledger = state.runtime.ledger
+    if isinstance(ledger.recorder, GroupCommitRecorder) and (why := ledger.recorder.stalled()):
+        return _committer_stalled(why)
+    threshold = state.runtime.environment.stall_seconds
+    with state.pool.connection() as conn:
+        conn.execute("SELECT 1")
+        head = ledger.recorder.max_notification_id() or 0
+        found = status.states(conn, state.projection_names, head, status.event_time(ledger))
+    stalled = [one for one in found if one.stalled(threshold)]
+    if not stalled:
+        return Response(Health(status="ok"))
+    detail = "; ".join(one.describe() for one in stalled)
+    return _unready(
+        STALLED,
+        "Projection stalled",
+        f"the read models do not keep up with the event log: {detail}",
+        [one.describe() for one in stalled],
+        [_projection(one, threshold) for one in found],
+    )
+
+
+def _committer_stalled(why: str) -> Response[Health]:
+    """503 `committer_stalled`: the writes of this process do not commit (told without asking the database,
+    which may be what holds them)."""
+    return _unready(COMMITTER_STALLED, "Committer stalled", f"writes do not commit: {why}", [why])
+
+
+def _unready(
+    code: str, title: str, detail: str, errors: list[str], projections: list[ProjectionHealth] | None = None
+) -> Response[Health]:
+    problem = StalledProblem(
+        type=f"urn:broker-ledger:problem:{code}",
+        title=title,
+        status=503,
+        detail=detail,
+        code=code,
+        errors=errors,
+        projections=projections or [],
+    )
+    return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": "5"})
+
+
+def _projection(state: ProjectionState, threshold: float) -> ProjectionHealth:
+    failure = state.failure
+    return ProjectionHealth(
+        name=state.name,
+        position=state.position,
+        head=state.head,
+        behind_seconds=round(state.behind_seconds, 3),
+        stalled=state.stalled(threshold),
+        error=None
+        if failure is None
+        else ProjectionError(
+            message=failure.error,
+            notification_id=failure.notification_id,
+            failures=failure.failures,
+            since=failure.since,
+            last_failed_at=failure.failed_at,
+        ),
+    )

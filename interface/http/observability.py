@@ -1,0 +1,185 @@
+"""What an operator sees of a running API: an access log line per request and `GET /metrics`.
+
+The access log (logger `broker_ledger.access`) writes one line per answered request with its method, route
+(the path template, so codes do not multiply the series), status, client id, duration and Idempotency-Key;
+the same request is counted in `broker_ledger_requests_total` and timed in
+`broker_ledger_request_duration_seconds`. Both wrap the whole application, so refusals made before routing
+(404, 405, text that cannot be stored) are seen too.
+
+`GET /metrics` answers Prometheus' text format: the counters, each defined where it is counted (requests here,
+group-commit batches in the store, callback attempts by the delivery worker), added up over every worker when
+`PROMETHEUS_MULTIPROC_DIR` is set (by `serve --workers N`; read at start, `interface.environment`); and, read
+at scrape time, each projection's position and lag behind the event log and this worker's connection pools.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from litestar import Response, get
+from litestar.datastructures import State
+from litestar.types import Message, Receive, Scope, Send
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from psycopg import sql
+
+from application.store.log import EVENTS_SCHEMA
+from interface.http.request_head import CaseInsensitiveLitestar
+from projections.postgres import READ_SCHEMA
+
+REQUESTS = Counter(
+    "broker_ledger_requests",
+    "HTTP requests answered, by method, route (the path template) and status",
+    ["method", "route", "status"],
+)
+REQUEST_SECONDS = Histogram(
+    "broker_ledger_request_duration_seconds",
+    "Time from a request's arrival to the last byte of its answer, by method, route and status",
+    ["method", "route", "status"],
+    buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+
+access_log = logging.getLogger("broker_ledger.access")
+PROMETHEUS_TEXT = "text/plain; version=0.0.4"  # litestar adds "; charset=utf-8" to a text/ type, once
+UNMATCHED = "(unmatched)"  # the route of a request no route took: one series for every unknown path
+HEAD = sql.SQL("SELECT coalesce(max(notification_id), 0) FROM {}").format(
+    sql.Identifier(EVENTS_SCHEMA, "ledger_events")
+)
+POSITION = sql.SQL("SELECT coalesce(max(notification_id), 0) FROM {}")
+
+
+class ObservedLitestar(CaseInsensitiveLitestar):
+    """The application, with each HTTP request logged and counted once its answer has been sent."""
+
+    async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def observed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await super().__call__(scope, receive, observed_send)
+        finally:
+            record_request(scope, status[0], time.perf_counter() - started)
+
+
+def record_request(scope: Scope, status: int, seconds: float) -> None:
+    route = scope.get("path_template") or UNMATCHED
+    method = scope["method"]
+    REQUESTS.labels(method, route, str(status)).inc()
+    REQUEST_SECONDS.labels(method, route, str(status)).observe(seconds)
+    principal = scope.get("user")
+    headers = dict(scope.get("headers") or ())
+    key = headers.get(b"idempotency-key")
+    access_log.info(
+        "%s %s %d %.1f ms",
+        method,
+        scope["path"],
+        status,
+        seconds * 1000,
+        extra={
+            "method": method,
+            "route": route,
+            "path": scope["path"],
+            "status": status,
+            "client_id": getattr(principal, "client_id", None),
+            "duration_ms": round(seconds * 1000, 2),
+            "idempotency_key": key.decode("latin-1") if key else None,
+        },
+    )
+
+
+@get(
+    "/metrics",
+    operation_id="metrics",
+    tags=["Operations"],
+    exclude_from_auth=True,
+    include_in_schema=False,
+    sync_to_thread=True,
+)
+def metrics(state: State) -> Response[bytes]:
+    """Prometheus' text format: counters, histograms and what is read when scraped."""
+    registry = CollectorRegistry()
+    metrics_dir = state.runtime.environment.metrics_dir
+    if metrics_dir:
+        multiprocess.MultiProcessCollector(registry, path=metrics_dir)
+    else:
+        for collector in list(REGISTRY._collector_to_names):
+            registry.register(collector)
+    registry.register(ProjectionPositions(state.pool, state.projection_names))
+    registry.register(PoolUsage(state.pools))
+    return Response(generate_latest(registry), media_type=PROMETHEUS_TEXT)
+
+
+class ProjectionPositions(Collector):
+    """Each projection's position (the last notification id it applied) and its lag behind the log's head."""
+
+    def __init__(self, pool: Any, names: Iterable[str]) -> None:
+        self.pool = pool
+        self.names = list(names)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        head, positions = self._read()
+        yield GaugeMetricFamily("broker_ledger_event_log_head", "Notification id of the newest event", head)
+        position = GaugeMetricFamily(
+            "broker_ledger_projection_position",
+            "Last notification id a projection applied",
+            labels=["projection"],
+        )
+        lag = GaugeMetricFamily(
+            "broker_ledger_projection_lag_events",
+            "Events a projection has yet to apply",
+            labels=["projection"],
+        )
+        for name, at in positions.items():
+            position.add_metric([name], at)
+            lag.add_metric([name], max(head - at, 0))
+        yield position
+        yield lag
+
+    def _read(self) -> tuple[int, dict[str, int]]:
+        with self.pool.connection() as conn:
+            head = conn.execute(HEAD).fetchone()[0]
+            positions = {}
+            for name in self.names:
+                table = sql.Identifier(READ_SCHEMA, f"{name.lower()}_tracking")
+                if conn.execute("SELECT to_regclass(%s)", [table.as_string(conn)]).fetchone()[0] is None:
+                    positions[name] = 0  # not created yet: nothing applied
+                    continue
+                positions[name] = conn.execute(POSITION.format(table)).fetchone()[0]
+        return int(head), positions
+
+
+class PoolUsage(Collector):
+    """This worker's connection pools: connections open and in use, and requests waiting for one."""
+
+    def __init__(self, pools: Callable[[], dict[str, Any]]) -> None:
+        self.pools = pools
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["pool", "pid"]
+        size = GaugeMetricFamily("broker_ledger_pool_connections", "Connections held open", labels=labels)
+        busy = GaugeMetricFamily(
+            "broker_ledger_pool_connections_in_use", "Connections lent out", labels=labels
+        )
+        waiting = GaugeMetricFamily("broker_ledger_pool_requests_waiting", "Requests waiting", labels=labels)
+        pid = str(os.getpid())
+        for name, pool in self.pools().items():
+            stats = pool.get_stats()
+            size.add_metric([name, pid], stats.get("pool_size", 0))
+            busy.add_metric([name, pid], stats.get("pool_size", 0) - stats.get("pool_available", 0))
+            waiting.add_metric([name, pid], stats.get("requests_waiting", 0))
+        yield size
+        yield busy
+        yield waiting

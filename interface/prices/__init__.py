@@ -1,0 +1,1 @@
+"""GET /prices: route and shapes."""

@@ -1,0 +1,1 @@
+"""The partner's reserves and the operator's adjustments: routes, shapes and the read of them."""

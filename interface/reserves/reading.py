@@ -1,0 +1,101 @@
+"""The reading use case of GET /reserves: the caller's partner's own reserves, read after its writes.
+
+Reserves are each partner's own book: a partner is shown its own reserves only, with what its own trades
+locked or moved and its own operator's adjustments, never another partner's (`read_positions` of the
+partner).
+
+A read first waits until the `Postings` view has processed the partner's last write (its position, kept by
+`interface/http/read_your_writes.py`), at most `WAIT_SECONDS`, or not at all when the projection has a
+recorded
+failure; a view still behind that write is not served as if it were complete: 503 `read_model_behind` with
+`Retry-After`, as for a list of transactions. Every configured asset has the partner's built-in reserves (the
+hot wallet for cryptos, the bank for currencies) even before anything was posted to them; amounts are shown
+to the asset's places.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC
+from decimal import Decimal
+
+from litestar.datastructures import State
+from psycopg_pool import ConnectionPool
+
+from application.settings import Settings
+from domain.money import WIDE
+from domain.reserves import BANK, HOT_WALLET
+from interface.http.read_your_writes import WritePositions, holds_write, read_model_behind
+from interface.reserves import shapes as s
+from projections import status
+from projections.ledger_postings import PostingsProjection
+from projections.reserve_positions import ReservePosition, read_positions, wait_for_position
+
+log = logging.getLogger("broker_ledger.reserves")
+WAIT_SECONDS = 2.0  # how long a read waits for the Postings view to reach the writes made before it
+
+
+@dataclass(frozen=True)
+class ReserveReader:
+    settings: Settings
+    pool: ConnectionPool
+    written: WritePositions
+    wait_seconds: float = WAIT_SECONDS
+
+    @classmethod
+    def of(cls, state: State) -> ReserveReader:
+        """The app's: its settings, connection pool and partners' write positions (a dependency)."""
+        return cls(state.settings, state.pool, state.write_positions)
+
+    def reserves(self, partner: str) -> s.Reserves:
+        """The partner's reserves once the Postings view has its last write (or the wait ran out)."""
+        return reserves_body(self.settings, self.positions(partner))
+
+    def positions(self, partner: str) -> list[ReservePosition]:
+        always = [(HOT_WALLET, code) for code in self.settings.cryptos]
+        always += [(BANK, code) for code in self.settings.currencies]
+        with self.pool.connection() as conn:
+            last = self.written.last(conn, partner)
+
+            def failing() -> bool:
+                return status.has_failure(conn, PostingsProjection.name)
+
+            def reached(position: int, seconds: float) -> bool:
+                return wait_for_position(conn, position, seconds)
+
+            if not holds_write(last, reached, failing, self.wait_seconds):
+                log.warning("ledger postings behind %s's last write (%d); answered 503", partner, last)
+                raise read_model_behind(failing(), "ledger postings", "the reserves")
+            return read_positions(conn, partner, always)
+
+
+def reserves_body(settings: Settings, positions: list[ReservePosition]) -> s.Reserves:
+    items = [(p.code in settings.cryptos, reserve_body(settings, p)) for p in positions]
+    return s.Reserves(
+        crypto_reserves=[item for crypto, item in items if crypto],
+        currency_reserves=[item for crypto, item in items if not crypto],
+    )
+
+
+def reserve_body(settings: Settings, position: ReservePosition) -> s.Reserve:
+    if position.code in settings.cryptos:
+        quantum = settings.crypto_asset(position.code).quantum
+    elif position.code in settings.currencies:
+        quantum = settings.fiat(position.code).quantum
+    else:
+        quantum = None
+
+    def shown(amount: Decimal) -> Decimal:
+        return amount if quantum is None else amount.quantize(quantum, context=WIDE)
+
+    return s.Reserve(
+        name=position.name,
+        type=position.type,
+        code=position.code,
+        total=shown(position.total),
+        locked=shown(position.locked),
+        available=shown(position.available),
+        unconfirmed=shown(position.unconfirmed),
+        updated=None if position.updated is None else position.updated.astimezone(UTC),
+    )

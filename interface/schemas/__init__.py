@@ -1,1 +1,0 @@
-"""Request and response bodies as msgspec Structs: camelCase on the wire, unknown fields refused."""

@@ -1,0 +1,64 @@
+"""What the callbacks look like from outside: the body of a callback (the `transaction` object as every
+endpoint presents it), handed to the delivery worker as its renderer, and the list of deliveries the endpoint
+shows. The rest of the feature is `projections.callbacks`."""
+
+from __future__ import annotations
+
+import msgspec
+
+from application.settings import Settings
+from domain.transaction import Transaction
+from interface.transactions import callback_shapes as c
+from interface.transactions import presenters
+from projections.callbacks.delivery import EVENT_TYPE, Renderer
+from projections.callbacks.outbox import Delivery, DeliveryRecord
+
+ENCODER = msgspec.json.Encoder(decimal_format="number")
+
+
+def renderer(settings: Settings) -> Renderer:
+    """A delivery's body: `{id, type, created, transaction}`, the transaction as the endpoints show it."""
+
+    def render(delivery: Delivery, transaction: Transaction) -> bytes:
+        return ENCODER.encode(
+            c.CallbackEvent(
+                id=delivery.event_id,
+                type=EVENT_TYPE,
+                created=delivery.created,
+                transaction=presenters.transaction(settings, transaction).transaction,
+            )
+        )
+
+    return render
+
+
+def deliveries(transaction_code: str, records: list[DeliveryRecord]) -> c.CallbackDeliveries:
+    return c.CallbackDeliveries(
+        transaction_code=transaction_code,
+        deliveries=[
+            c.CallbackDelivery(
+                event_id=record.event_id,
+                sequence=record.sequence,
+                type=EVENT_TYPE,
+                transaction_status=record.transaction_status,
+                url=record.url,
+                status=record.status,
+                created=record.created,
+                next_attempt_at=record.next_attempt_at,
+                finished_at=record.finished_at,
+                response_code=record.response_code,
+                attempts=[
+                    c.CallbackAttempt(
+                        number=attempt.number,
+                        at=attempt.at,
+                        outcome=attempt.outcome,
+                        response_code=attempt.response_code,
+                        error=attempt.error,
+                        duration_ms=attempt.duration_ms,
+                    )
+                    for attempt in record.attempts
+                ],
+            )
+            for record in records
+        ],
+    )

@@ -1,0 +1,142 @@
+"""Reading transactions: one by code, a filtered page of them (both from the read models), and the history
+of one from the event store, optionally as it stood at a time."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated
+
+from litestar import Controller, Request, get
+from litestar.di import NamedDependency
+from litestar.params import QueryParameter
+
+from domain.errors import quoted_text
+from domain.transaction import Status, TransactionType
+from interface.http.common import (
+    HistoryDep,
+    SettingsDep,
+    code_parameter,
+    principal,
+    problems,
+    version_header,
+)
+from interface.http.problems import ApiProblem
+from interface.http.security import AUDITOR, BROKER, authorize, roles
+from interface.transactions import presenters
+from interface.transactions import shapes as r
+from interface.transactions.reading import Reader
+from projections.queries import TransactionFilter
+
+ReaderDep = NamedDependency[Reader]
+TransactionCode = Annotated[str, code_parameter("the transaction's code")]
+MAX_PAGE_SIZE = 200
+MAX_PAGE = 1_000_000
+
+# the statuses a recorded transaction can have (a simulation is never recorded)
+STATUSES = tuple(status.value for status in Status if status != Status.SIMULATED)
+TYPES = tuple(kind.value for kind in TransactionType)
+# RFC 3339, as the API document's date-time format says: a time and an offset are required
+DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})\Z")
+
+
+def choice(name: str, values: tuple[str, ...]) -> QueryParameter:
+    return QueryParameter(name=name, required=False, schema_extra={"enum": list(values)})
+
+
+def moment(name: str, description: str) -> QueryParameter:
+    return QueryParameter(name=name, required=False, format="date-time", description=description)
+
+
+class TransactionReadingController(Controller):
+    path = "/transactions/custodian"
+    tags = ["Transactions"]
+    guards = [authorize]
+    opt = roles(BROKER, AUDITOR)
+    parameters = version_header()
+
+    @get("/", operation_id="listTransactions", sync_to_thread=True)
+    def list_transactions(
+        self,
+        request: Request,
+        reader: ReaderDep,
+        customer_code: Annotated[
+            str | None, QueryParameter(name="customerCode", required=False, min_length=1, max_length=64)
+        ] = None,
+        status: Annotated[str | None, choice("status", STATUSES)] = None,
+        kind: Annotated[str | None, choice("type", TYPES)] = None,
+        created_from: Annotated[str | None, moment("from", "created at or after this time")] = None,
+        created_to: Annotated[str | None, moment("to", "created before this time")] = None,
+        page: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE, description="page number, from 1")] = 1,
+        page_size: Annotated[int, QueryParameter(name="pageSize", ge=1, le=MAX_PAGE_SIZE)] = 50,
+    ) -> r.TransactionPage:
+        """The partner's transactions, newest first, narrowed by customer, status, type and creation time."""
+        where = transaction_filter(customer_code, status, kind, created_from, created_to)
+        total, rows = reader.transactions(principal(request).partner, where, page, page_size)
+        return presenters.transaction_page(reader.ledger.settings, page, page_size, total, rows)
+
+    @get("/{tx_code:str}", operation_id="getTransaction", responses=problems(404), sync_to_thread=True)
+    def read(self, request: Request, tx_code: TransactionCode, reader: ReaderDep) -> r.TransactionEnvelope:
+        """A transaction of the partner, as of the caller's latest write at least (from the event store when
+        the read models do not show it yet)."""
+        return reader.transaction(principal(request).partner, tx_code)
+
+    @get(
+        "/{tx_code:str}/history",
+        operation_id="getTransactionHistory",
+        responses=problems(404),
+        sync_to_thread=True,
+    )
+    def history(
+        self,
+        request: Request,
+        tx_code: TransactionCode,
+        history: HistoryDep,
+        settings: SettingsDep,
+        as_of: Annotated[str | None, moment("asOf", "the transaction as it stood then")] = None,
+    ) -> r.TransactionHistory:
+        """Every event of a transaction (version, type, timestamp, data) from the event store; with `asOf`,
+        the events up to that time and the transaction as it stood then."""
+        at = moment_of("asOf", as_of)
+        transaction, events = history.transaction_history(principal(request).partner, tx_code, at)
+        return presenters.history(settings, transaction, events, at)
+
+
+def moment_of(name: str, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    expected = "an RFC 3339 date-time with an offset, e.g. 2026-03-10T12:00:00Z"
+    if not DATE_TIME.match(value):
+        raise malformed(name, value, expected)
+    try:
+        return datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    except ValueError:
+        raise malformed(name, value, expected) from None
+
+
+def one_of(name: str, value: str | None, values: tuple[str, ...]) -> str | None:
+    if value is not None and value not in values:
+        raise malformed(name, value, f"one of {', '.join(values)}")
+    return value
+
+
+def malformed(name: str, value: str, expected: str) -> ApiProblem:
+    return ApiProblem(
+        400, "malformed_request", f"query parameter {name}={quoted_text(value)} must be {expected}"
+    )
+
+
+def transaction_filter(
+    customer_code: str | None,
+    status: str | None,
+    kind: str | None,
+    created_from: str | None,
+    created_to: str | None,
+) -> TransactionFilter:
+    return TransactionFilter(
+        customer_code=customer_code,
+        status=one_of("status", status, STATUSES),
+        type=one_of("type", kind, TYPES),
+        created_from=moment_of("from", created_from),
+        created_to=moment_of("to", created_to),
+    )
