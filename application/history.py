@@ -1,9 +1,11 @@
 """Use cases of reading a transaction from the event store: as it stands, every event of its past, and its
-state at a time."""
+state at a time; and several transactions at a time in one read (a page of the list `asOf`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
 
@@ -50,3 +52,38 @@ class History:
         events = self.history(partner, code, at)
         version = events[-1].originator_version
         return self.store.app.repository.get(Transaction.create_id(partner, code), version=version), events
+
+    def transactions_at(self, partner: str, codes: list[str], at: datetime) -> list[Transaction]:
+        """The partner's transactions `codes`, each as it stood at `at` (after its last event up to then),
+        in the order of `codes`, their events read in one query; one without an event by then is left out."""
+        ids = [Transaction.create_id(partner, code) for code in codes]
+        histories = self._histories(ids)
+        found = []
+        for transaction_id in ids:
+            events = [event for event in histories.get(transaction_id, []) if happened_at(event) <= at]
+            if events:
+                found.append(replayed(events))
+        return found
+
+    def _histories(self, ids: list[UUID]) -> dict[UUID, list[DomainEvent]]:
+        return histories_of(self.store, ids)
+
+
+def histories_of(store: LedgerStore, ids: list[UUID]) -> dict[UUID, list[DomainEvent]]:
+    """The whole histories of these aggregates, oldest event first (with the ledger's recorder in one
+    query): what an `asOf` replays up to its instant."""
+    app = store.app
+    if not ids or not hasattr(app.recorder, "select_events_of"):
+        return {aggregate_id: list(app.repository.event_store.get(aggregate_id)) for aggregate_id in ids}
+    histories: dict[UUID, list[DomainEvent]] = {aggregate_id: [] for aggregate_id in ids}
+    for stored in app.recorder.select_events_of(ids):
+        histories[stored.originator_id].append(app.mapper.to_domain_event(stored))
+    return histories
+
+
+def replayed(events: list[DomainEvent]) -> Any:
+    """The aggregate its events, from its first, make."""
+    aggregate = None
+    for event in events:
+        aggregate = event.mutate(aggregate)
+    return aggregate

@@ -4,20 +4,31 @@ windows, giving it back when the order is cancelled, and what is used and left.
 A window is loaded from its latest event, which carries its total (`LimitWindow.as_left_by`): one event
 read, as `window_reads` name them to `LedgerStore.loading`, whatever the window's history (the use case hands
 its read-ahead to `reserve`). A window whose latest event was recorded before events carried the total is
-rebuilt from its history instead."""
+rebuilt from its history instead.
+
+What was used at an instant (`usage_at`, `GET /customer/{code}/limits?asOf=`) is replayed from the log: the
+customer as its events up to then left it, and each window of that instant's day and month replayed up to
+then. A window's events carry no time of their own by the ledger's clock (their `timestamp` is the store's),
+but each rides with a change of the transaction it names, saved together: a `Reserved` with the transaction's
+creation, a `Released` with its cancellation. Their time is that change's (`happened_at`, the time base of
+every `asOf`), read from the transactions' events in one query."""
 
 from __future__ import annotations
 
 import itertools
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
+from uuid import UUID
 
 from application.commands import LimitUsage
 from application.context import Context
+from application.history import happened_at, histories_of, replayed
 from application.store.aggregates import AggregateReads, LatestOf
 from domain.customer import Customer
+from domain.errors import CustomerNotFound
 from domain.limits import PERIODS, LimitWindow, period_key
-from domain.transaction import Order, Transaction, TransactionType
+from domain.transaction import Order, Status, Transaction, TransactionType
 
 DIRECTIONS = ("buy", "sell")
 
@@ -92,32 +103,92 @@ class Limits:
 
     def usage(self, partner: str, customer_code: str) -> list[LimitUsage]:
         """Each window of the customer now: its limit, what is used and what is left."""
-        settings = self.context.settings
         now = self.context.clock.now()
         reads = [
             read for direction in DIRECTIONS for read in window_reads(partner, customer_code, direction, now)
         ]
         with self.store.loading(Customer.create_id(partner, customer_code), *reads) as loaded:
             customer = loaded.customer(partner, customer_code)
-            level = settings.trust_levels[customer.trust_level]
             usages = []
             for direction, period in itertools.product(DIRECTIONS, PERIODS):
                 key = period_key(period, now)
                 window = self.found(loaded, partner, customer_code, direction, period, key)
-                limit = level.limit(direction, period)
-                used = window.used if window else Decimal(0)
-                usages.append(
-                    LimitUsage(
-                        direction=direction,
-                        period=period,
-                        key=key,
-                        currency=settings.base_currency,
-                        limit=limit,
-                        used=used,
-                        remaining=max(limit - used, Decimal(0)),
-                    )
-                )
+                usages.append(self._usage(customer, direction, period, key, window))
         return usages
+
+    def usage_at(self, partner: str, customer_code: str, at: datetime) -> tuple[Customer, list[LimitUsage]]:
+        """The customer as it stood at `at` and each of its windows of that instant's UTC day and month then:
+        its limit by the trust level of then, what was used and what was left, replayed from the log
+        (`CustomerNotFound` for a customer not registered yet at `at`)."""
+        customer = self._customer_at(partner, customer_code, at)
+        utc = at.astimezone(UTC)
+        usages = []
+        for direction, period in itertools.product(DIRECTIONS, PERIODS):
+            key = period_key(period, utc)
+            window = self._window_at(partner, customer_code, direction, key, at)
+            usages.append(self._usage(customer, direction, period, key, window))
+        return customer, usages
+
+    def _usage(
+        self, customer: Customer, direction: str, period: str, key: str, window: LimitWindow | None
+    ) -> LimitUsage:
+        """One window's usage by the customer's trust level (an empty window when `window` is None)."""
+        settings = self.context.settings
+        limit = settings.trust_levels[customer.trust_level].limit(direction, period)
+        used = window.used if window else Decimal(0)
+        return LimitUsage(
+            direction=direction,
+            period=period,
+            key=key,
+            currency=settings.base_currency,
+            limit=limit,
+            used=used,
+            remaining=max(limit - used, Decimal(0)),
+        )
+
+    def _customer_at(self, partner: str, customer_code: str, at: datetime) -> Customer:
+        events = self._events(Customer.create_id(partner, customer_code))
+        upto = [event for event in events if happened_at(event) <= at]
+        if not events:
+            raise CustomerNotFound(f"no customer with customerCode {customer_code!r}")
+        if not upto:
+            raise CustomerNotFound(f"customer {customer_code!r} was not registered yet at {at.isoformat()}")
+        return replayed(upto)
+
+    def _window_at(
+        self, partner: str, customer_code: str, direction: str, key: str, at: datetime
+    ) -> LimitWindow | None:
+        """The window replayed from its events up to the first that happened after `at` (None if none had):
+        a window's events follow the ledger's clock in their order, as the changes they ride with do."""
+        events = self._events(LimitWindow.create_id(partner, customer_code, direction, key))
+        times = self._times_of_changes(partner, events)
+        upto = []
+        for event in events:
+            when = times.get((type(event).__name__, getattr(event, "transaction_code", None)))
+            if when is not None and when > at:
+                break
+            upto.append(event)
+        return replayed(upto) if any(not isinstance(e, LimitWindow.Opened) for e in upto) else None
+
+    def _times_of_changes(self, partner: str, events: list[Any]) -> dict[tuple[str, str], datetime]:
+        """By (event name, transaction code): when the transaction change a window's event rode with
+        happened: its creation for `Reserved`, its cancellation for `Released`."""
+        codes = {e.transaction_code for e in events if hasattr(e, "transaction_code")}
+        ids = {Transaction.create_id(partner, code): code for code in codes}
+        times: dict[tuple[str, str], datetime] = {}
+        for aggregate_id, history in histories_of(self.store, list(ids)).items():
+            code = ids[aggregate_id]
+            times["Reserved", code] = happened_at(history[0])
+            transaction = None
+            for event in history:
+                transaction = event.mutate(transaction)
+                if transaction.status == Status.CANCELLED:
+                    times["Released", code] = happened_at(event)
+                    break
+        return times
+
+    def _events(self, aggregate_id: UUID) -> list[Any]:
+        return list(self.store.app.repository.event_store.get(aggregate_id))
 
 
 def window_reads(partner: str, customer_code: str, direction: str, at: datetime) -> list[LatestOf]:

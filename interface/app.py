@@ -57,6 +57,7 @@ from interface.http.request_head import StorableTextMiddleware
 from interface.http.security import UNAUTHENTICATED_PATHS, BearerAuthentication
 from interface.http.settings import ApiSettings, load_service_settings
 from interface.prices.routes import PriceController
+from interface.reconciliation.routes import ReconciliationController
 from interface.reserves.routes import ReserveController
 from interface.tokens.routes import TokenController
 from interface.transactions.buys import BrokerBuyController
@@ -289,6 +290,7 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
             TransactionReadingController,
             TransactionCallbacksController,
             ReserveController,
+            ReconciliationController,
             *ALTERNATIVE_CONTROLLERS,
         ],
         dependencies=dependencies(runtime),

@@ -40,6 +40,7 @@ from psycopg.sql import SQL, Composed, Identifier
 
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.json_rows import json_rows
+from projections.partner_policies import mapping_statements, whole_ledger_rows
 from projections.postgres import ReadModel
 
 GENESIS = "00" * 32
@@ -85,6 +86,7 @@ class AuditChain(ReadModel):
 
     def create_statements(self) -> list[Composed]:
         return [
+            *mapping_statements(self.table),
             SQL(
                 "CREATE TABLE IF NOT EXISTS {} ("
                 "notification_id bigint PRIMARY KEY, "
@@ -103,6 +105,9 @@ class AuditChain(ReadModel):
                 "at timestamptz NOT NULL, "
                 "periodic boolean NOT NULL)"
             ).format(self.table(CHECKPOINTS_TABLE)),
+            # every partner's events: no per-partner analyst's (`projections.partner_policies`)
+            whole_ledger_rows(self.table, CHAIN_TABLE),
+            whole_ledger_rows(self.table, CHECKPOINTS_TABLE),
         ]
 
     def append(self, at: Callable[[], datetime], tracking: Tracking) -> None:

@@ -67,6 +67,7 @@ from domain.reserves import BUILT_IN, ReserveAdjustment
 from domain.transaction import Transaction, TransactionType
 from projections import posting_rules as rules
 from projections.json_rows import ANY_ID, as_json, json_rows
+from projections.partner_policies import mapping_statements, partner_rows, whole_ledger_rows
 from projections.postgres import ReadModel
 from projections.posting_rules import Deal, Entry
 
@@ -164,8 +165,15 @@ class Postings(ReadModel):
     tables = ("postings", "balances", "posting_deals", "reserve_places")
 
     def create_statements(self) -> list[Composed]:
+        """The tables, with their policies: a partner's books (`partner_rows`); the deals, no one partner's
+        table, `whole_ledger_rows` (`projections.partner_policies`)."""
         names = {name: self.table(name) for name in self.tables}
-        return [SQL(ddl).format(**names) for ddl in (POSTINGS, POSTINGS_INDEX, BALANCES, DEALS, PLACES)]
+        statements = mapping_statements(self.table)
+        statements += [
+            SQL(ddl).format(**names) for ddl in (POSTINGS, POSTINGS_INDEX, BALANCES, DEALS, PLACES)
+        ]
+        statements += [partner_rows(self.table, name) for name in ("postings", "balances", "reserve_places")]
+        return [*statements, whole_ledger_rows(self.table, "posting_deals")]
 
     def _create_table(self, curs: Cursor[DictRow]) -> None:
         """Creates the tables, after dropping those of the shape before reserves were each partner's own

@@ -1,8 +1,9 @@
-"""Reads of the read models for the API: plain rows of `read.transactions`, always of one partner."""
+"""Reads of the read models for the API: plain rows of `read.transactions`, always of one partner; and which
+of them existed at an instant, with their status then (`transaction_page_at`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -66,6 +67,41 @@ def transaction_page(
                 "SELECT * FROM {} WHERE partner = %(partner)s{} "
                 "ORDER BY created DESC, transaction_code DESC LIMIT %(limit)s OFFSET %(offset)s"
             ).format(table, conditions),
+            params,
+        ).fetchall()
+    return counted["total"], rows
+
+
+def transaction_page_at(
+    view: ReadModels, partner: str, where: TransactionFilter, at: datetime, page: int, page_size: int
+) -> tuple[int, list[dict[str, Any]]]:
+    """How many of the partner's transactions that existed at `at` match, and the code and status then
+    (`status`, `version`) of those of page `page`, newest first: a transaction exists from its creation
+    (`created`, the ledger's time), and its status at `at` is the last of `read.transaction_status_history`
+    at or before it (each change's `at`, the same time base). The filter's status is the status then; its
+    other conditions are on what never changes (customer, type, creation)."""
+    conditions, params = replace(where, status=None).conditions()
+    then = SQL("")
+    if where.status is not None:
+        params["status_then"] = where.status
+        then = SQL(" WHERE status = %(status_then)s")
+    params |= {"partner": partner, "at": at, "limit": page_size, "offset": (page - 1) * page_size}
+    existing = SQL(
+        "SELECT t.transaction_code, t.created, h.to_status AS status, h.version FROM {} AS t "
+        "JOIN LATERAL (SELECT to_status, version FROM {} AS h WHERE h.partner = t.partner "
+        "AND h.transaction_code = t.transaction_code AND h.at <= %(at)s "
+        "ORDER BY h.version DESC LIMIT 1) AS h ON true "
+        "WHERE t.partner = %(partner)s AND t.created <= %(at)s{}"
+    ).format(view.table("transactions"), view.table("transaction_status_history"), conditions)
+    with view.datastore.transaction(commit=False) as curs:
+        counted = curs.execute(
+            SQL("SELECT count(*) AS total FROM ({}) AS e{}").format(existing, then), params
+        ).fetchone()
+        rows = curs.execute(
+            SQL(
+                "SELECT * FROM ({}) AS e{} ORDER BY created DESC, transaction_code DESC "
+                "LIMIT %(limit)s OFFSET %(offset)s"
+            ).format(existing, then),
             params,
         ).fetchall()
     return counted["total"], rows

@@ -17,6 +17,7 @@ from psycopg.sql import SQL, Composed, Identifier
 
 from domain.transaction_view import FIELDS as TRANSACTION_FIELDS
 from domain.transaction_view import TransactionView
+from projections.partner_policies import mapping_statements, partner_rows
 
 TABLES = ("customers", "accounts", "transactions", "transaction_status_history", "daily_volumes")
 VIEWS = ("monthly_volumes",)
@@ -127,7 +128,8 @@ DAILY_VOLUMES = """CREATE TABLE IF NOT EXISTS {daily_volumes} (
     fees_crypto numeric NOT NULL,
     PRIMARY KEY (partner, day, customer_code, payment_method_code, type, currency_code, crypto_code))"""
 
-MONTHLY_VOLUMES = """CREATE OR REPLACE VIEW {monthly_volumes} AS
+# as the querying role (`security_invoker`): its owner's rights would bypass the tables' partner policies
+MONTHLY_VOLUMES = """CREATE OR REPLACE VIEW {monthly_volumes} WITH (security_invoker = true) AS
 SELECT partner, date_trunc('month', day)::date AS month, customer_code, payment_method_code, type,
        currency_code, crypto_code, sum(count)::bigint AS count, sum(fiat_value) AS fiat_value,
        sum(crypto_amount) AS crypto_amount, sum(partner_fee_fiat) AS partner_fee_fiat,
@@ -147,9 +149,11 @@ INDEXES = (  # (name, table, columns)
 
 
 def create_statements(table: Callable[[str], Identifier]) -> list[Composed]:
-    """CREATE statements of every table, index and view, names qualified by `table`."""
+    """CREATE statements of every table, index and view, names qualified by `table`, and each table's
+    partner policy (`projections.partner_policies`)."""
     names = {name: table(name) for name in (*TABLES, *VIEWS)}
-    statements = [
+    statements = mapping_statements(table)
+    statements += [
         SQL(text).format(**names)
         for text in (CUSTOMERS, ACCOUNTS, TRANSACTIONS, STATUS_HISTORY, DAILY_VOLUMES, MONTHLY_VOLUMES)
     ]
@@ -157,4 +161,5 @@ def create_statements(table: Callable[[str], Identifier]) -> list[Composed]:
         SQL("CREATE INDEX IF NOT EXISTS {} ON {} (" + columns + ")").format(Identifier(name), names[on])
         for name, on, columns in INDEXES
     ]
+    statements += [partner_rows(table, name) for name in TABLES]
     return statements

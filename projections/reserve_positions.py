@@ -124,6 +124,40 @@ def read_positions(
     return positions([Balance(*row) for row in rows], types, always)
 
 
+def read_positions_at(
+    conn: psycopg.Connection,
+    partner: str,
+    at: datetime,
+    always: Iterable[tuple[str, str]] = (),
+    schema: str = READ_SCHEMA,
+) -> list[ReservePosition]:
+    """The partner's reserve positions as the ledger held them at `at`: each balance summed from the
+    partner's postings whose event happened at or before `at` (the postings' `at` is the event's ledger time,
+    the time base of `asOf`), and the reserves named by then. Derived from the postings themselves, never
+    from a kept snapshot, so it cannot drift from them; `read.balances` is the same sum over every posting."""
+    try:
+        with conn.transaction():
+            rows = conn.execute(
+                SQL(
+                    "SELECT account, currency_code, sum(debit) - sum(credit), max(at) FROM {} "
+                    "WHERE partner = %s AND at <= %s AND (account LIKE 'reserve:%%' OR account = ANY(%s)) "
+                    "GROUP BY account, currency_code"
+                ).format(Identifier(schema, "postings")),
+                (partner, at, RESERVE_ACCOUNTS),
+            ).fetchall()
+            types = dict(
+                conn.execute(
+                    SQL("SELECT name, type FROM {} WHERE partner = %s AND created <= %s").format(
+                        Identifier(schema, "reserve_places")
+                    ),
+                    (partner, at),
+                )
+            )
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):  # before the view's (new) tables
+        rows, types = [], {}
+    return positions([Balance(*row) for row in rows], types, always)
+
+
 def read_position(conn: psycopg.Connection, schema: str = READ_SCHEMA) -> int:
     """The notification id of the last event the view has processed (0 before the first)."""
     try:

@@ -83,6 +83,12 @@ class UnitOfWork:
         if last > self.position:
             self.position = last
 
+    def note_written_beside(self, other: UnitOfWork) -> None:
+        """Raises the position to what `other`, a unit of the same request's partner that carried none of
+        its riding statements, wrote: so a later read of the partner waits for that write too."""
+        if other.position > self.position:
+            self.position = other.position
+
     def ride_with_first_save(self, statements: Sequence[Statement]) -> FirstSaveStatements:
         """Has `statements` ride with the first save of this request that commits; what became of them is on
         the holder returned."""

@@ -119,6 +119,7 @@ OWN_CODES: dict[str, dict[int, list[str]]] = {
     "health": {503: ["projection_stalled", "committer_stalled"]},
     "listTransactions": {503: ["read_model_behind"]},
     "getReserves": {503: ["read_model_behind"]},
+    "getReconciliation": {503: ["read_model_behind"]},
 }
 # Operations that never reach the database (liveness answers while it is down) or no token check.
 NO_DATABASE = {"liveness"}

@@ -6,6 +6,12 @@ nothing else: no access to the event store (`ledger`), the API's tables (`api`),
 `read.projection_status` (its `error` is free text that may quote an event's partner data; how far each
 projection has come is in the `*_tracking` tables, which the role reads), and its sessions are read-only.
 
+With `--partner P` the role sees P's rows only: it is recorded in `read.analyst_partners`, which every
+table's row-level security policy reads (`projections.partner_policies`), and it may read only the tables
+under a policy, the views that read as the querying role and the projections' positions, each granted by
+name (a table created later is not readable by it until the command runs again: nothing without a policy
+reaches it). Without `--partner` the role sees every partner's rows, as the operator's analysts do.
+
 Nor may it hold up the service: it takes no advisory lock (in the service's database only the service's role
 may, `application.store.advisory_locks`), its sessions start with a statement timeout, a lock timeout and an
 idle-in-transaction timeout (defaults it could change in its own session: they stop a forgotten query, not a
@@ -30,7 +36,8 @@ from application.store.database import build_url, redact
 from interface.cli.main import database_url, fail
 from interface.environment import Environment
 from projections.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
-from projections.catalog import CALLBACK_OUTBOX, READ_MODELS
+from projections.catalog import PROJECTIONS
+from projections.partner_policies import ANALYST_PARTNERS, under_policy
 from projections.postgres import READ_SCHEMA
 from projections.runner import open_view
 from projections.status import create_table as create_status_table
@@ -60,18 +67,23 @@ def create_role(
         int, Parameter(help="Seconds a statement of the role may run before it is cancelled.")
     ] = 300,
     connections: Annotated[int, Parameter(help="Connections the role may hold at once.")] = 5,
+    partner: Annotated[
+        str | None,
+        Parameter(help="The partner whose rows alone the role sees; default: every partner's rows."),
+    ] = None,
 ) -> int:
     """Create (or update) a LOGIN role that can read the schema `read` and nothing else: no advisory locks
     (the only role that may take one is the service's: this takes a superuser once, see docs/analytics.md),
-    statements cancelled after --statement-timeout seconds, at most --connections connections."""
+    statements cancelled after --statement-timeout seconds, at most --connections connections; with
+    --partner, it sees that partner's rows only (row-level security)."""
     if not ROLE_NAME.match(name):
         return fail(f"{name!r} is not a plain role name (lower-case letters, digits and _)")
     if statement_timeout < 1 or connections < 1:
         return fail("--statement-timeout and --connections must be at least 1")
+    if partner is not None and not partner:
+        return fail("--partner must name a partner")
     url = database_url(Environment.read())
-    for spec in (READ_MODELS, CALLBACK_OUTBOX):  # the read schema and its tables exist before the grants
-        open_view(url, spec).datastore.close()
-    create_status_table(url)  # excluded below; created later, the default privileges would let it be read
+    positions = open_read_schema(url)
     with psycopg.connect(url, autocommit=True) as conn:
         service = str(conn.execute("SELECT current_user").fetchone()[0])
         if service == name:
@@ -84,22 +96,38 @@ def create_role(
             with conn.transaction():
                 for statement in grants(name, password, existed, conn.info.dbname, limits):
                     conn.execute(statement)
+                for statement in partner_scope(conn, name, partner, positions):
+                    conn.execute(statement)
                 keep_locks_from(conn, name, service)
         except (LocksNotReserved, RoleRefused) as refusal:
             return fail(f"role {name} not {'updated' if existed else 'created'}: {refusal}")
     params = conninfo_to_dict(url)
     params.update(user=name, password=password)
     done = "updated" if existed else "created"
+    rows = "every partner's rows" if partner is None else f"the rows of partner {partner!r} only"
     print(
         f"role {name} {done}: SELECT on every table and view of the schema {READ_SCHEMA} but the callback "
-        f"tables and projection_status, nothing else; no advisory locks, statements cancelled after "
-        f"{statement_timeout} s, at most {connections} connections"
+        f"tables and projection_status, {rows}, nothing else; no advisory locks, statements cancelled "
+        f"after {statement_timeout} s, at most {connections} connections"
     )
     if password is not None:
         print(f'connect with: psql "{build_url(params)}"')
     else:
         print(f'connect with: psql "{redact(build_url({**params, "password": "<its password>"}))}"')
     return 0
+
+
+def open_read_schema(url: str) -> list[str]:
+    """Opens every projection's view, so that the read schema's tables, with their policies, exist before
+    the grants, and the table of projections' failures, which the grants exclude (created later, the
+    default privileges would let it be read); returns the projections' tracking tables."""
+    positions = []
+    for spec in PROJECTIONS:
+        view = open_view(url, spec)
+        positions.append(view.tracking_table_name)
+        view.datastore.close()
+    create_status_table(url)
+    return positions
 
 
 @dataclass(frozen=True)
@@ -163,3 +191,27 @@ def grants(name: str, password: str | None, existed: bool, dbname: str, limits: 
             ).format(sql.Literal(private), sql.Literal(name))
         ]
     return statements
+
+
+def partner_scope(
+    conn: psycopg.Connection[Any], name: str, partner: str | None, positions: list[str]
+) -> list[sql.Composed]:
+    """What makes `name` a role of one partner (`partner`), after `grants`: recorded in the table the
+    policies read, and SELECT on the relations under a policy and the projections' `positions` only, no
+    table created later (it would have no policy, maybe); or, without a partner, a role of every partner."""
+    role, schema = sql.Identifier(name), sql.Identifier(READ_SCHEMA)
+    mapping = sql.Identifier(READ_SCHEMA, ANALYST_PARTNERS)
+    if partner is None:
+        return [sql.SQL("DELETE FROM {} WHERE role_name = {}").format(mapping, sql.Literal(name))]
+    readable = [*under_policy(conn, READ_SCHEMA), *positions]
+    return [
+        sql.SQL(
+            "INSERT INTO {} (role_name, partner) VALUES ({}, {}) "
+            "ON CONFLICT (role_name) DO UPDATE SET partner = EXCLUDED.partner"
+        ).format(mapping, sql.Literal(name), sql.Literal(partner)),
+        sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} REVOKE SELECT ON TABLES FROM {}").format(schema, role),
+        sql.SQL("REVOKE ALL ON ALL TABLES IN SCHEMA {} FROM {}").format(schema, role),
+        sql.SQL("GRANT SELECT ON {} TO {}").format(
+            sql.SQL(", ").join(sql.Identifier(READ_SCHEMA, table) for table in readable), role
+        ),
+    ]

@@ -1,4 +1,4 @@
-"""`broker-ledger audit verify | export`."""
+"""`broker-ledger audit verify | export | reconcile`."""
 
 from __future__ import annotations
 
@@ -13,10 +13,16 @@ from cyclopts import App, Parameter
 
 from interface.cli.main import event_store_url, fail
 from interface.environment import Environment
+from interface.http.problems import ApiProblem
+from interface.reconciliation.routes import period_of
 from projections.audit import Report, export, verify
 from projections.audit_export import Exported
+from projections.reconciliation import Reconciliation, reconcile_ledger
 
-app = App(name="audit", help="Verify the ledger's integrity and export its history for auditors.")
+app = App(
+    name="audit",
+    help="Verify the ledger's integrity, export its history and reconcile a period for auditors.",
+)
 
 
 @app.command(name="verify")
@@ -148,3 +154,56 @@ def export_command(
             file=sys.stderr,
         )
     return 0
+
+
+@app.command(name="reconcile")
+def reconcile_command(
+    *,
+    from_: Annotated[str, Parameter(name="--from")],
+    to: Annotated[str, Parameter(name="--to")],
+    partner: Annotated[str | None, Parameter(name="--partner")] = None,
+) -> int:
+    """Reconcile the period (--from, --to]: per reserve and asset, opening + postings = closing; every chain
+    report matched to its transaction and posting, and the differences by kind. Exit 0 when clean, 1 when
+    there are differences.
+
+    Parameters
+    ----------
+    from_
+        Start of the period (excluded), RFC 3339 with an offset, as the history's asOf
+        (e.g. 2026-03-01T00:00:00Z).
+    to
+        End of the period (included), RFC 3339 with an offset.
+    partner
+        The partner whose book to reconcile; every partner's, each on its own, when left out.
+    """
+    try:
+        period = period_of(from_, to)
+    except ApiProblem as problem:
+        return fail(f"audit reconcile: {problem.detail}")
+    done = reconcile_ledger(event_store_url(Environment.read()), partner, period)
+    for reconciliation in done:
+        print_reconciliation(reconciliation)
+    differences = sum(len(r.differences) for r in done)
+    print("audit reconcile: " + (f"{differences} difference(s)" if differences else "clean"))
+    return 1 if differences else 0
+
+
+def print_reconciliation(done: Reconciliation, out: TextIO | None = None) -> None:
+    """One partner's reconciliation as lines: its reserves, its reports, then its differences."""
+    out = out or sys.stdout
+    period = done.period
+    print(f"partner {done.partner}: ({period.start.isoformat()}, {period.end.isoformat()}]", file=out)
+    for r in done.reserves:
+        mark = "OK" if r.balanced else "FAILED"
+        line = f"{r.name} {r.code}: {r.opening} + {r.postings} = {r.closing}"
+        print(f"  {mark:<7} reserve {line}", file=out)
+    for report in done.reports:
+        posted = {True: "posted", False: "NOT POSTED", None: "posts nothing"}[report.posted]
+        print(
+            f"  report  {report.report} {report.tx_id} {report.transaction_code} {report.event} "
+            f"{report.confirmations} confirmation(s), {posted}",
+            file=out,
+        )
+    for difference in done.differences:
+        print(f"  DIFF    {difference.kind}: {difference.detail}", file=out)

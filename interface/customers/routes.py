@@ -20,8 +20,9 @@ from interface.http.common import (
     unit_of,
     version_header,
 )
-from interface.http.security import BROKER, authorize, roles
+from interface.http.security import AUDITOR, BROKER, authorize, roles
 from interface.http.shapes import EXAMPLE_CUSTOMER
+from interface.transactions.lookups import moment, moment_of
 
 CodeParam = Annotated[str, code_parameter("the customer's code", EXAMPLE_CUSTOMER)]
 
@@ -112,6 +113,7 @@ class CustomerController(Controller):
         "/{customer_code:str}/limits",
         operation_id="getCustomerLimits",
         responses=problems(404),
+        opt=roles(BROKER, AUDITOR),
         sync_to_thread=True,
     )
     def limits(
@@ -121,8 +123,17 @@ class CustomerController(Controller):
         customers: CustomersDep,
         limits: LimitsDep,
         settings: SettingsDep,
+        as_of: Annotated[
+            str | None, moment("asOf", "the limits as they stood then: the windows of that day and month")
+        ] = None,
     ) -> r.Limits:
-        """Limit, used and remaining volume per direction and period, in the base currency."""
+        """Limit, used and remaining volume per direction and period, in the base currency; with `asOf`, as
+        they stood at that time (the windows of its UTC day and month, replayed from the event log up to it,
+        by the ledger's clock as the history's `asOf`; 404 for a customer not registered yet then). Brokers
+        and auditors."""
         partner = principal(request).partner
+        at = moment_of("asOf", as_of)
+        if at is not None:
+            return presenters.limits(settings, *limits.usage_at(partner, customer_code, at))
         customer = customers.customer(partner, customer_code)
         return presenters.limits(settings, customer, limits.usage(partner, customer_code))

@@ -8,7 +8,9 @@ A read first waits until the `Postings` view has processed the partner's last wr
 `interface/http/read_your_writes.py`), at most `WAIT_SECONDS`, or not at all when the projection has a
 recorded
 failure; a view still behind that write is not served as if it were complete: 503 `read_model_behind` with
-`Retry-After`, as for a list of transactions. Every configured asset has the partner's built-in reserves (the
+`Retry-After`, as for a list of transactions. With `asOf` (`reserves_at`), the same wait, then the
+reserves as the ledger held them at that instant, summed from the postings of the events up to it
+(`read_positions_at`). Every configured asset has the partner's built-in reserves (the
 hot wallet for cryptos, the bank for currencies) even before anything was posted to them; amounts are shown
 to the asset's places.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from litestar.datastructures import State
@@ -30,7 +32,12 @@ from interface.http.read_your_writes import WritePositions, holds_write, read_mo
 from interface.reserves import shapes as s
 from projections import status
 from projections.ledger_postings import PostingsProjection
-from projections.reserve_positions import ReservePosition, read_positions, wait_for_position
+from projections.reserve_positions import (
+    ReservePosition,
+    read_positions,
+    read_positions_at,
+    wait_for_position,
+)
 
 log = logging.getLogger("broker_ledger.reserves")
 WAIT_SECONDS = 2.0  # how long a read waits for the Postings view to reach the writes made before it
@@ -52,7 +59,12 @@ class ReserveReader:
         """The partner's reserves once the Postings view has its last write (or the wait ran out)."""
         return reserves_body(self.settings, self.positions(partner))
 
-    def positions(self, partner: str) -> list[ReservePosition]:
+    def reserves_at(self, partner: str, at: datetime) -> s.Reserves:
+        """The partner's reserves as they stood at `at` (`asOf`), read after its last write."""
+        return reserves_body(self.settings, self.positions(partner, at))
+
+    def positions(self, partner: str, at: datetime | None = None) -> list[ReservePosition]:
+        """The partner's positions now, or at `at`, read after its last write (503 while the view lags)."""
         always = [(HOT_WALLET, code) for code in self.settings.cryptos]
         always += [(BANK, code) for code in self.settings.currencies]
         with self.pool.connection() as conn:
@@ -67,7 +79,9 @@ class ReserveReader:
             if not holds_write(last, reached, failing, self.wait_seconds):
                 log.warning("ledger postings behind %s's last write (%d); answered 503", partner, last)
                 raise read_model_behind(failing(), "ledger postings", "the reserves")
-            return read_positions(conn, partner, always)
+            if at is None:
+                return read_positions(conn, partner, always)
+            return read_positions_at(conn, partner, at, always)
 
 
 def reserves_body(settings: Settings, positions: list[ReservePosition]) -> s.Reserves:

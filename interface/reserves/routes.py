@@ -4,6 +4,7 @@ adjustments, and those adjustments: reserves are each partner's own book."""
 from __future__ import annotations
 
 import hashlib
+from typing import Annotated
 
 from litestar import Controller, Request, get, post
 from litestar.di import NamedDependency, Provide
@@ -15,6 +16,7 @@ from interface.http.common import IdempotencyKey, ReservesDep, principal, proble
 from interface.http.security import AUDITOR, BROKER, OPERATOR, authorize, roles
 from interface.reserves import shapes as s
 from interface.reserves.reading import ReserveReader
+from interface.transactions.lookups import moment, moment_of
 
 
 class ReserveController(Controller):
@@ -25,11 +27,20 @@ class ReserveController(Controller):
     dependencies = {"reader": Provide(ReserveReader.of, sync_to_thread=False)}
 
     @get("/", operation_id="getReserves", opt=roles(BROKER, OPERATOR, AUDITOR), sync_to_thread=True)
-    def reserves(self, request: Request, reader: NamedDependency[ReserveReader]) -> s.Reserves:
+    def reserves(
+        self,
+        request: Request,
+        reader: NamedDependency[ReserveReader],
+        as_of: Annotated[str | None, moment("asOf", "the reserves as the ledger held them then")] = None,
+    ) -> s.Reserves:
         """The partner's own reserves per place and asset: total, locked by its open transactions, available
         and unconfirmed, derived from the ledger postings of its transactions and its operator's adjustments
-        (as of its last write, unless the postings lag more than two seconds behind)."""
-        return reader.reserves(principal(request).partner)
+        (as of its last write, unless the postings lag more than two seconds behind); with `asOf`, as they
+        stood at that time, from the postings of the events up to it (by the ledger's clock, as the history's
+        `asOf`)."""
+        partner = principal(request).partner
+        at = moment_of("asOf", as_of)
+        return reader.reserves(partner) if at is None else reader.reserves_at(partner, at)
 
     @post(
         "/adjustments",

@@ -3,6 +3,7 @@ of one from the event store, optionally as it stood at a time."""
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 from typing import Annotated
@@ -11,6 +12,7 @@ from litestar import Controller, Request, get
 from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 
+from application.history import History
 from domain.errors import quoted_text
 from domain.transaction import Status, TransactionType
 from interface.http.common import (
@@ -60,6 +62,7 @@ class TransactionReadingController(Controller):
         self,
         request: Request,
         reader: ReaderDep,
+        history: HistoryDep,
         customer_code: Annotated[
             str | None, QueryParameter(name="customerCode", required=False, min_length=1, max_length=64)
         ] = None,
@@ -69,10 +72,20 @@ class TransactionReadingController(Controller):
         created_to: Annotated[str | None, moment("to", "created before this time")] = None,
         page: Annotated[int, QueryParameter(ge=1, le=MAX_PAGE, description="page number, from 1")] = 1,
         page_size: Annotated[int, QueryParameter(name="pageSize", ge=1, le=MAX_PAGE_SIZE)] = 50,
+        as_of: Annotated[
+            str | None, moment("asOf", "the list as it stood then: each transaction as it was then")
+        ] = None,
     ) -> r.TransactionPage:
-        """The partner's transactions, newest first, narrowed by customer, status, type and creation time."""
+        """The partner's transactions, newest first, narrowed by customer, status, type and creation time;
+        with `asOf`, the list as it stood at that time (by the ledger's clock, as the history's `asOf`): the
+        transactions created by then, `status` narrowing by their status then, each shown as it stood then
+        (replayed from the event log, as the history shows it)."""
         where = transaction_filter(customer_code, status, kind, created_from, created_to)
-        total, rows = reader.transactions(principal(request).partner, where, page, page_size)
+        partner = principal(request).partner
+        at = moment_of("asOf", as_of)
+        if at is not None:
+            return page_at(reader, history, partner, where, at, page, page_size)
+        total, rows = reader.transactions(partner, where, page, page_size)
         return presenters.transaction_page(reader.ledger.settings, page, page_size, total, rows)
 
     @get("/{tx_code:str}", operation_id="getTransaction", responses=problems(404), sync_to_thread=True)
@@ -102,7 +115,32 @@ class TransactionReadingController(Controller):
         return presenters.history(settings, transaction, events, at)
 
 
+def page_at(
+    reader: Reader,
+    history: History,
+    partner: str,
+    where: TransactionFilter,
+    at: datetime,
+    page: int,
+    page_size: int,
+) -> r.TransactionPage:
+    """A page of the list as it stood at `at`: which transactions and their order from the read models'
+    status history, each shown as its events up to `at` left it."""
+    total, rows = reader.transactions_at(partner, where, at, page, page_size)
+    transactions = history.transactions_at(partner, [row["transaction_code"] for row in rows], at)
+    settings = reader.ledger.settings
+    return r.TransactionPage(
+        page=page,
+        page_size=page_size,
+        total=total,
+        total_pages=math.ceil(total / page_size),
+        records=[presenters.transaction(settings, tx).transaction for tx in transactions],
+    )
+
+
 def moment_of(name: str, value: str | None) -> datetime | None:
+    """The instant of an RFC 3339 query parameter `name` (None when not given); 400 `malformed_request`
+    otherwise. The one parsing of every `asOf`, `from` and `to`."""
     if value is None:
         return None
     expected = "an RFC 3339 date-time with an offset, e.g. 2026-03-10T12:00:00Z"

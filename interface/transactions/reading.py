@@ -7,13 +7,16 @@ skipped when the read models' projection has a recorded failure (`projections.st
 meanwhile. A read model still behind the partner's write is never served as if it were complete: one
 transaction is then read from its aggregate in the event store, and a list is refused with 503
 `read_model_behind` and `Retry-After` (it would miss what the partner wrote). A transaction the read models
-do not show is also looked up in the event store before it is called not found.
+do not show is also looked up in the event store before it is called not found. A list `asOf` an instant
+waits the same way, then takes the transactions that existed then, with their status then, from the status
+history (`transaction_page_at`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from application.ledger import Ledger
@@ -22,7 +25,12 @@ from interface.transactions import presenters
 from interface.transactions import shapes as r
 from projections import status
 from projections.catalog import READ_MODELS
-from projections.queries import TransactionFilter, find_transaction, transaction_page
+from projections.queries import (
+    TransactionFilter,
+    find_transaction,
+    transaction_page,
+    transaction_page_at,
+)
 from projections.read_models import ReadModels
 
 log = logging.getLogger("broker_ledger.reading")
@@ -70,6 +78,15 @@ class Reader:
         if not self.catch_up(partner):
             raise read_model_behind(self.failing())
         return transaction_page(self.view, partner, where, page, page_size)
+
+    def transactions_at(
+        self, partner: str, where: TransactionFilter, at: datetime, page: int, page_size: int
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """A page of the partner's transactions as the list stood at `at`: their codes and statuses then;
+        ReadModelBehind (503) while the read models do not hold the partner's last write."""
+        if not self.catch_up(partner):
+            raise read_model_behind(self.failing())
+        return transaction_page_at(self.view, partner, where, at, page, page_size)
 
     def _read_models_failing(self) -> bool:
         with self.view.datastore.get_connection() as conn:

@@ -21,6 +21,7 @@ from uuid import UUID
 
 import psycopg
 import pytest
+from eventsourcing.utils import get_topic
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -43,6 +44,7 @@ from application.settings import load_settings
 from application.sweeper import OverdueTransactions
 from application.use_cases import UseCases
 from bench.clock import FakeClock
+from domain.chain_reports import DisputedReport
 from domain.customer import Customer
 from domain.errors import (
     ChainReportConflict,
@@ -170,6 +172,20 @@ class LedgerMachine(RuleBasedStateMachine):
         with pytest.raises(error):
             action()
         assert (self.ledger.recorder.max_notification_id(), [self.version(i) for i in ids]) == before
+
+    def refused_report(self, error: type[Exception], action: Callable[[], object], *ids: UUID) -> None:
+        """A chain report that `action` refuses with `error`: no aggregate changed, and nothing recorded but
+        the report itself, kept once as a disputed report for the reconciliation."""
+        before = (self.ledger.recorder.max_notification_id(), [self.version(i) for i in ids])
+        with pytest.raises(error):
+            action()
+        assert [self.version(i) for i in ids] == before[1]
+        self.kept_as_disputed(before[0])
+
+    def kept_as_disputed(self, before: int | None) -> None:
+        """Since `before`, nothing recorded but a disputed chain report (none when it was kept already)."""
+        new = self.ledger.recorder.select_notifications((before or 0) + 1, 10)
+        assert [n.topic for n in new] in ([], [get_topic(DisputedReport.Recorded)])
 
     def used(self, customer: str, direction: str, period: str) -> Decimal:
         key = period_key(period, self.clock.now())
@@ -352,14 +368,14 @@ class LedgerMachine(RuleBasedStateMachine):
             model.partner, SendoutReport(code, tx_id, confirmations)
         )
         if model.type == TransactionType.SELL:
-            return self.refused(InvalidStateTransition, report, model.id)
+            return self.refused_report(InvalidStateTransition, report, model.id)
         if model.payment is not None:
             if tx_id != model.payment[0]:
-                return self.refused(ChainReportConflict, report, model.id)
+                return self.refused_report(ChainReportConflict, report, model.id)
             if confirmations <= model.payment[1] or model.status in NOT_NEWS:
                 return self.unchanged(report, model)
         if model.status != Status.SENDING:
-            return self.refused(InvalidStateTransition, report, model.id)
+            return self.refused_report(InvalidStateTransition, report, model.id)
         model.payment = (tx_id, confirmations, None)
         self.moved(model, report(), Status.COMPLETED if confirmations >= REQUIRED else Status.SENDING)
 
@@ -367,7 +383,7 @@ class LedgerMachine(RuleBasedStateMachine):
         """A report that is no news: answered with the transaction as it was, nothing recorded."""
         before = self.ledger.recorder.max_notification_id()
         assert action().version == self.version(model.id)
-        assert self.ledger.recorder.max_notification_id() == before
+        self.kept_as_disputed(before)  # fewer confirmations than recorded: kept as a disputed report
 
     # --- sells ---------------------------------------------------------------------------------------
 
@@ -428,10 +444,10 @@ class LedgerMachine(RuleBasedStateMachine):
         deposit = DepositReport("BTC", model.address, tx_id, amount, confirmations)
         report = lambda: self.use_cases.settlement.report_deposit(partner, deposit)  # noqa: E731
         if model.type == TransactionType.BUY or other_partner:
-            return self.refused(DepositAddressUnknown, report, model.id)
+            return self.refused_report(DepositAddressUnknown, report, model.id)
         if model.payment is not None:
             if tx_id != model.payment[0] or amount != model.payment[2]:
-                return self.refused(ChainReportConflict, report, model.id)
+                return self.refused_report(ChainReportConflict, report, model.id)
             if confirmations <= model.payment[1] or model.status in NOT_NEWS:
                 return self.unchanged(report, model)
         overdue = model.status == Status.INITIATED and self.clock.now() > model.valid_until
@@ -439,7 +455,7 @@ class LedgerMachine(RuleBasedStateMachine):
             model.payment = (tx_id, confirmations, amount)
             return self.moved(model, report(), Status.CANCELLED)
         if model.status not in (Status.INITIATED, Status.CONFIRMING):
-            return self.refused(InvalidStateTransition, report, model.id)
+            return self.refused_report(InvalidStateTransition, report, model.id)
         if not right_amount:
             status = Status.BLOCKED
         elif confirmations < REQUIRED:

@@ -1,0 +1,116 @@
+"""`broker-ledger export`: one partner's period as files a spreadsheet, a notebook or DuckDB opens as they
+are (Parquet or CSV), with a manifest to check and reconcile them (`projections.export_files`).
+
+The period's bounds follow the history endpoint's `asOf` rule and are parsed by it
+(`interface.transactions.lookups.moment_of`): RFC 3339 date-times with an offset; the period is (from, to],
+so its opening balances are the reserves as of --from and its closing ones as of --to.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+from cyclopts import Parameter
+
+from interface.cli.main import USAGE_ERROR, database_url, fail, settings_or_none
+from interface.environment import Environment
+from interface.http.problems import ApiProblem
+from interface.transactions.lookups import moment_of
+from projections.export_files import MANIFEST, Progress, export_period
+from projections.exports import EXTRACTS, Assets, Period
+
+FORMAT_HELP = "an RFC 3339 date-time with an offset, e.g. 2026-03-31T23:59:59Z"
+
+
+def export(
+    *,
+    partner: str,
+    from_: Annotated[str, Parameter(name="--from")],
+    to: Annotated[str, Parameter(name="--to")],
+    format: Literal["parquet", "csv"] = "parquet",
+    out: Path,
+    settings: Annotated[Path | None, Parameter(name="--settings")] = None,
+) -> int:
+    """Write a partner's transactions, status history, postings, reserve balances at both ends and daily
+    volumes of the period (from, to] into --out, one file each, and manifest.json (the parameters, and per
+    file its rows, its sums per asset and its sha256). Exit 2 for a malformed or empty period, an unknown
+    partner or an output folder that cannot be written.
+
+    Parameters
+    ----------
+    partner
+        The partner whose books are exported (only its rows are read).
+    from_
+        Start of the period (excluded), as the history's asOf: an RFC 3339 date-time with an offset.
+    to
+        End of the period (included), likewise; after --from.
+    format
+        parquet (amounts as decimals, times as UTC timestamps) or csv (the same columns, amounts written
+        positionally at their asset's scale).
+    out
+        Folder to write into; created if missing. Files of the same names in it are replaced.
+    settings
+        Settings file, for the assets' places; default $BROKER_LEDGER_SETTINGS, else settings/demo.toml.
+    """
+    try:
+        start, end = bound("--from", from_), bound("--to", to)
+    except ValueError as error:
+        return fail(f"export: {error}")
+    if start >= end:
+        return fail(f"export: --from ({from_}) must be before --to ({to})")
+    environment = Environment.read()
+    loaded = settings_or_none(settings or environment.settings_file)
+    if loaded is None:
+        return USAGE_ERROR
+    ledger = loaded.ledger
+    if partner not in ledger.partners:
+        return fail(f"export: unknown partner {partner!r}; configured: {', '.join(sorted(ledger.partners))}")
+    assets = Assets(
+        fiat={code: currency.minor_units for code, currency in ledger.currencies.items()},
+        crypto={code: crypto.precision for code, crypto in ledger.cryptos.items()},
+    )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return fail(f"export: cannot create the folder {out}: {error.strerror or error}")
+    period = Period(partner, start, end)
+    try:
+        with progress_bar() as progress:
+            manifest = export_period(database_url(environment), period, out, format, assets, progress)
+    except OSError as error:
+        return fail(f"export: cannot write into {out}: {error.strerror or error}")
+    rows = sum(entry["rows"] for entry in manifest["files"])
+    print(f"exported {rows} rows of {partner} in ({start}, {end}] to {out / MANIFEST}", file=sys.stderr)
+    return 0
+
+
+def bound(option: str, value: str) -> datetime:
+    """A bound of the period, by the history endpoint's asOf rule; ValueError saying what is expected."""
+    try:
+        moment = moment_of(option, value)
+    except ApiProblem:
+        raise ValueError(f"{option} {value!r} must be {FORMAT_HELP}") from None
+    assert moment is not None
+    return moment
+
+
+@contextmanager
+def progress_bar() -> Iterator[Progress | None]:
+    """A progress bar per file on stderr when it is a terminal; nothing otherwise (logs, pipes, tests)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress as Bar  # only a terminal needs it
+
+    with Bar(transient=False) as bar:
+        tasks = {f"{extract.name}": bar.add_task(extract.name, total=None) for extract in EXTRACTS}
+
+        def advance(file: str, done: int, total: int) -> None:
+            bar.update(tasks[file.rsplit(".", 1)[0]], completed=done, total=total)
+
+        yield advance
