@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +26,7 @@ from application.settings import SETTINGS_ENV
 from application.store.database import CONNECTIONS_ENV, DEFAULT_CONNECTIONS
 from interface.app import PROJECTIONS_ENV, build_runtime, create_app
 from tests.databases import scratch_database
-from tests.e2e.support import API_VERSION, client_secrets, obtain_token, token_headers
+from tests.e2e.support import API_VERSION, ENCODER, client_secrets, obtain_token, token_headers
 
 Patch = tuple[object, str, object]  # (target, attribute, value): set while the app lives, as monkeypatch does
 Scope = Literal["function", "module", "package", "session"]
@@ -142,3 +143,22 @@ class AppTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         return self._app.handle_request(request)
+
+
+@dataclass
+class RoleCalls:
+    """Requests to an app in-process as its roles: `headers` of each role (`InProcessClient.headers_of`),
+    bodies encoded with decimals as JSON numbers, the answer's status checked (any 2xx by default)."""
+
+    client: InProcessClient
+    headers: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def call(self, role: str, method: str, path: str, body: Any = None, status: int | None = None) -> Any:
+        content = None if body is None else ENCODER.encode(body)
+        headers = self.headers[role] | ({"content-type": "application/json"} if content else {})
+        answer = self.client.request(method, path, content=content, headers=headers)
+        if status is None:
+            assert answer.status_code < 300, answer.text
+        else:
+            assert answer.status_code == status, answer.text
+        return answer.json()

@@ -10,7 +10,6 @@ read first waits (at most 2 s) for the postings to hold the partner's last write
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import UTC
 from decimal import Decimal
@@ -25,12 +24,11 @@ from psycopg_pool import ConnectionPool
 from application.settings import Settings
 from domain.money import WIDE
 from interface.http.common import principal, version_header
-from interface.http.read_your_writes import WritePositions, holds_write, read_model_behind
+from interface.http.read_your_writes import WritePositions
 from interface.http.security import AUDITOR, OPERATOR, authorize, roles
 from interface.reconciliation import shapes as s
+from interface.reserves.reading import hold_partners_postings
 from interface.transactions.lookups import moment_of
-from projections import status
-from projections.ledger_postings import PostingsProjection
 from projections.reconciliation import (
     ChainReport,
     Period,
@@ -41,9 +39,7 @@ from projections.reconciliation import (
     read_reserves,
     reconcile,
 )
-from projections.reserve_positions import wait_for_position
 
-log = logging.getLogger("broker_ledger.reconciliation")
 WAIT_SECONDS = 2.0
 
 
@@ -74,17 +70,7 @@ class ReconciliationReader:
     def reconcile(self, partner: str, period: Period) -> Reconciliation:
         """Once the postings hold the partner's last write: its reserves and reports of the period."""
         with self.pool.connection() as conn:
-            last = self.written.last(conn, partner)
-
-            def failing() -> bool:
-                return status.has_failure(conn, PostingsProjection.name)
-
-            def reached(position: int, seconds: float) -> bool:
-                return wait_for_position(conn, position, seconds)
-
-            if not holds_write(last, reached, failing, self.wait_seconds):
-                log.warning("ledger postings behind %s's last write (%d); answered 503", partner, last)
-                raise read_model_behind(failing(), "ledger postings", "the reconciliation")
+            hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the reconciliation")
             with conn.transaction():  # the position first: the postings read then hold at least its events
                 position = postings_position(conn)
                 reserves = read_reserves(conn, partner, period).get(partner, [])

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from litestar.datastructures import State
+from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from application.settings import Settings
@@ -68,20 +69,29 @@ class ReserveReader:
         always = [(HOT_WALLET, code) for code in self.settings.cryptos]
         always += [(BANK, code) for code in self.settings.currencies]
         with self.pool.connection() as conn:
-            last = self.written.last(conn, partner)
-
-            def failing() -> bool:
-                return status.has_failure(conn, PostingsProjection.name)
-
-            def reached(position: int, seconds: float) -> bool:
-                return wait_for_position(conn, position, seconds)
-
-            if not holds_write(last, reached, failing, self.wait_seconds):
-                log.warning("ledger postings behind %s's last write (%d); answered 503", partner, last)
-                raise read_model_behind(failing(), "ledger postings", "the reserves")
+            hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the reserves")
             if at is None:
                 return read_positions(conn, partner, always)
             return read_positions_at(conn, partner, at, always)
+
+
+def hold_partners_postings(
+    conn: Connection, written: WritePositions, partner: str, wait_seconds: float, answer: str
+) -> None:
+    """Returns once the Postings view holds the partner's last write (at most `wait_seconds`, not at all
+    while its projection has a recorded failure); else 503 `read_model_behind`: `answer` (the reserves, a
+    reconciliation) would miss that write. Every read of the postings waits this way."""
+    last = written.last(conn, partner)
+
+    def failing() -> bool:
+        return status.has_failure(conn, PostingsProjection.name)
+
+    def reached(position: int, seconds: float) -> bool:
+        return wait_for_position(conn, position, seconds)
+
+    if not holds_write(last, reached, failing, wait_seconds):
+        log.warning("ledger postings behind %s's last write (%d); answered 503", partner, last)
+        raise read_model_behind(failing(), "ledger postings", answer)
 
 
 def reserves_body(settings: Settings, positions: list[ReservePosition]) -> s.Reserves:

@@ -31,8 +31,8 @@ from bench.clock import FakeClock
 from domain.limits import PERIODS, period_key
 from domain.transaction import Status, TransactionType
 from interface.cli.main import main as cli_main
-from tests.e2e.support import ENCODER, AddressSource, Customer, buy_body, unique_code
-from tests.in_process import InProcessClient, in_process_app
+from tests.e2e.support import AddressSource, Customer, buy_body, unique_code
+from tests.in_process import InProcessClient, RoleCalls, in_process_app
 
 CLOCK = FakeClock(datetime(2026, 5, 31, 23, 0, tzinfo=UTC))  # a day and a month end an hour later
 client = in_process_app(projections=True, own_database="broker_as_of", clock=CLOCK)
@@ -43,22 +43,8 @@ def iso(at: datetime) -> str:
     return at.isoformat().replace("+00:00", "Z")
 
 
-@dataclass
-class Ledger:
+class Ledger(RoleCalls):
     """The app's test client, the clock, and the headers of each role."""
-
-    client: InProcessClient
-    headers: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def call(self, role: str, method: str, path: str, body: Any = None, status: int | None = None) -> Any:
-        content = None if body is None else ENCODER.encode(body)
-        headers = self.headers[role] | ({"content-type": "application/json"} if content else {})
-        answer = self.client.request(method, path, content=content, headers=headers)
-        if status is None:
-            assert answer.status_code < 300, answer.text
-        else:
-            assert answer.status_code == status, answer.text
-        return answer.json()
 
     def customer(self, addresses: AddressSource, trust_level: str = "Basic") -> Customer:
         code = unique_code("asof")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -27,7 +27,6 @@ from application.store.database import DATABASE_URL_ENV
 from bench.clock import FakeClock
 from interface.cli.main import main
 from tests.e2e.support import (
-    ENCODER,
     AddressSource,
     Customer,
     buy_body,
@@ -35,7 +34,7 @@ from tests.e2e.support import (
     sell_body,
     unique_code,
 )
-from tests.in_process import InProcessClient, in_process_app
+from tests.in_process import InProcessClient, RoleCalls, in_process_app
 
 CLOCK = FakeClock(datetime(2026, 4, 1, 9, 0, tzinfo=UTC))
 client = in_process_app(projections=True, own_database="broker_reconciliation", clock=CLOCK)
@@ -45,21 +44,7 @@ def iso(at: datetime) -> str:
     return at.isoformat().replace("+00:00", "Z")
 
 
-@dataclass
-class Desk:
-    client: InProcessClient
-    headers: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def call(self, role: str, method: str, path: str, body: Any = None, status: int | None = None) -> Any:
-        content = None if body is None else ENCODER.encode(body)
-        headers = self.headers[role] | ({"content-type": "application/json"} if content else {})
-        answer = self.client.request(method, path, content=content, headers=headers)
-        if status is None:
-            assert answer.status_code < 300, answer.text
-        else:
-            assert answer.status_code == status, answer.text
-        return answer.json()
-
+class Desk(RoleCalls):
     def customer(self, addresses: AddressSource) -> Customer:
         code = unique_code("rec")
         self.call("broker", "POST", "/customer", {"customerCode": code, "trustLevel": "Basic"})
