@@ -4,12 +4,11 @@ state at a time; and several transactions at a time in one read (a page of the l
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
 
-from application.store.aggregates import LedgerStore
+from application.store.aggregates import LedgerStore, rebuilt
 from domain.errors import TransactionNotFound
 from domain.transaction import Transaction
 
@@ -62,7 +61,7 @@ class History:
         for transaction_id in ids:
             events = [event for event in histories.get(transaction_id, []) if happened_at(event) <= at]
             if events:
-                found.append(replayed(events))
+                found.append(rebuilt(events))
         return found
 
     def _histories(self, ids: list[UUID]) -> dict[UUID, list[DomainEvent]]:
@@ -79,11 +78,3 @@ def histories_of(store: LedgerStore, ids: list[UUID]) -> dict[UUID, list[DomainE
     for stored in app.recorder.select_events_of(ids):
         histories[stored.originator_id].append(app.mapper.to_domain_event(stored))
     return histories
-
-
-def replayed(events: list[DomainEvent]) -> Any:
-    """The aggregate its events, from its first, make."""
-    aggregate = None
-    for event in events:
-        aggregate = event.mutate(aggregate)
-    return aggregate

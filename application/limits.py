@@ -23,8 +23,8 @@ from uuid import UUID
 
 from application.commands import LimitUsage
 from application.context import Context
-from application.history import happened_at, histories_of, replayed
-from application.store.aggregates import AggregateReads, LatestOf
+from application.history import happened_at, histories_of
+from application.store.aggregates import AggregateReads, LatestOf, rebuilt
 from domain.customer import Customer
 from domain.errors import CustomerNotFound
 from domain.limits import PERIODS, LimitWindow, period_key
@@ -153,7 +153,7 @@ class Limits:
             raise CustomerNotFound(f"no customer with customerCode {customer_code!r}")
         if not upto:
             raise CustomerNotFound(f"customer {customer_code!r} was not registered yet at {at.isoformat()}")
-        return replayed(upto)
+        return rebuilt(upto)
 
     def _window_at(
         self, partner: str, customer_code: str, direction: str, key: str, at: datetime
@@ -168,7 +168,7 @@ class Limits:
             if when is not None and when > at:
                 break
             upto.append(event)
-        return replayed(upto) if any(not isinstance(e, LimitWindow.Opened) for e in upto) else None
+        return rebuilt(upto) if any(not isinstance(e, LimitWindow.Opened) for e in upto) else None
 
     def _times_of_changes(self, partner: str, events: list[Any]) -> dict[tuple[str, str], datetime]:
         """By (event name, transaction code): when the transaction change a window's event rode with

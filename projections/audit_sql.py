@@ -67,7 +67,11 @@ def snapshot(url: str) -> Iterator[Connection]:
 
 
 def table_exists(conn: Connection, schema: str, table: str) -> bool:
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (f'"{schema}"."{table}"',)).fetchone()
+    """Whether `schema.table` exists yet (whatever the connection's row factory)."""
+    found = conn.cursor(row_factory=dict_row).execute(
+        "SELECT to_regclass(%s) IS NOT NULL AS found", (f'"{schema}"."{table}"',)
+    )
+    row = found.fetchone()
     return bool(row and row["found"])
 
 

@@ -56,20 +56,10 @@ def transaction_page(
     """How many transactions match, and those of page `page` (from 1), newest first."""
     conditions, params = where.conditions()
     params |= {"partner": partner, "limit": page_size, "offset": (page - 1) * page_size}
-    table = view.table("transactions")
-    with view.datastore.transaction(commit=False) as curs:
-        counted = curs.execute(
-            SQL("SELECT count(*) AS total FROM {} WHERE partner = %(partner)s{}").format(table, conditions),
-            params,
-        ).fetchone()
-        rows = curs.execute(
-            SQL(
-                "SELECT * FROM {} WHERE partner = %(partner)s{} "
-                "ORDER BY created DESC, transaction_code DESC LIMIT %(limit)s OFFSET %(offset)s"
-            ).format(table, conditions),
-            params,
-        ).fetchall()
-    return counted["total"], rows
+    source = SQL("SELECT * FROM {} WHERE partner = %(partner)s{}").format(
+        view.table("transactions"), conditions
+    )
+    return _newest_first(view, source, params)
 
 
 def transaction_page_at(
@@ -93,15 +83,22 @@ def transaction_page_at(
         "ORDER BY h.version DESC LIMIT 1) AS h ON true "
         "WHERE t.partner = %(partner)s AND t.created <= %(at)s{}"
     ).format(view.table("transactions"), view.table("transaction_status_history"), conditions)
+    return _newest_first(view, SQL("SELECT * FROM ({}) AS e{}").format(existing, then), params)
+
+
+def _newest_first(
+    view: ReadModels, source: Composable, params: dict[str, Any]
+) -> tuple[int, list[dict[str, Any]]]:
+    """How many rows `source` (a query of transactions) gives, and those of the page `params` names (`limit`,
+    `offset`), newest first: both in one transaction, so the count and the page agree."""
     with view.datastore.transaction(commit=False) as curs:
-        counted = curs.execute(
-            SQL("SELECT count(*) AS total FROM ({}) AS e{}").format(existing, then), params
-        ).fetchone()
+        counted = curs.execute(SQL("SELECT count(*) AS total FROM ({}) AS matching").format(source), params)
+        total = counted.fetchone()["total"]
         rows = curs.execute(
             SQL(
-                "SELECT * FROM ({}) AS e{} ORDER BY created DESC, transaction_code DESC "
+                "SELECT * FROM ({}) AS matching ORDER BY created DESC, transaction_code DESC "
                 "LIMIT %(limit)s OFFSET %(offset)s"
-            ).format(existing, then),
+            ).format(source),
             params,
         ).fetchall()
-    return counted["total"], rows
+    return total, rows

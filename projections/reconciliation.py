@@ -37,10 +37,10 @@ from application.store.database import eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from domain.chain_reports import Dispute, DisputedReport
 from domain.transaction import Transaction, TransactionType
-from projections.audit_sql import small_pool, snapshot
+from projections.audit_sql import small_pool, snapshot, table_exists
 from projections.postgres import READ_SCHEMA
 from projections.posting_rules import RESERVE_PREFIX
-from projections.reserve_positions import APPLICATION, TRACKING_TABLE
+from projections.reserve_positions import read_position
 
 T = Transaction
 OPENED = (T.Staged, T.Initiated)
@@ -155,7 +155,7 @@ def read_reserves(
     conn: psycopg.Connection[Any], partner: str | None, period: Period, schema: str = READ_SCHEMA
 ) -> dict[str, list[ReserveRollForward]]:
     """Each partner's reserves rolled over the period (one partner's with `partner`), from the postings."""
-    if not has_postings(conn, schema):
+    if not table_exists(conn, schema, "postings"):
         return {}
     tables = {"postings": Identifier(schema, "postings"), "balances": Identifier(schema, "balances")}
     bounds = {"start": period.start, "end": period.end, "partner": partner}
@@ -178,32 +178,12 @@ def read_posted(
     conn: psycopg.Connection[Any], partner: str | None, period: Period, schema: str = READ_SCHEMA
 ) -> set[int]:
     """The positions of the events of the period that posted to a transaction's books."""
-    if not has_postings(conn, schema):
+    if not table_exists(conn, schema, "postings"):
         return set()
     statement = SQL(POSTED_SQL).format(postings=Identifier(schema, "postings"))
     bounds = {"start": period.start, "end": period.end, "partner": partner}
     rows = conn.cursor(row_factory=dict_row).execute(statement, bounds).fetchall()
     return {row["notification_id"] for row in rows}
-
-
-def postings_position(conn: psycopg.Connection[Any], schema: str = READ_SCHEMA) -> int:
-    """The position of the last event the Postings view has processed (0 before its first)."""
-    if not has_postings(conn, schema, TRACKING_TABLE):
-        return 0
-    statement = SQL("SELECT notification_id FROM {} WHERE application_name = %s").format(
-        Identifier(schema, TRACKING_TABLE)
-    )
-    row = conn.cursor(row_factory=dict_row).execute(statement, (APPLICATION,)).fetchone()
-    return row["notification_id"] if row else 0
-
-
-def has_postings(conn: psycopg.Connection[Any], schema: str, table: str = "postings") -> bool:
-    """Whether the Postings view has its `table` yet (whatever the connection's row factory)."""
-    found = conn.cursor(row_factory=dict_row).execute(
-        "SELECT to_regclass(%s) IS NOT NULL AS found", (f'"{schema}"."{table}"',)
-    )
-    row = found.fetchone()
-    return bool(row and row["found"])
 
 
 def partners_of(events: Sequence[tuple[int, Any]]) -> set[str]:
@@ -376,7 +356,7 @@ def reconcile_ledger(url: str, partner: str | None, period: Period) -> list[Reco
     log_app = LedgerLog(env=small_pool(eventsourcing_env(url, EVENTS_SCHEMA)))
     try:
         with snapshot(url) as conn:
-            position = postings_position(conn)
+            position = read_position(conn)
             reserves = read_reserves(conn, partner, period)
             posted = read_posted(conn, partner, period)
         events = list(chain_events(log_app.recorder, log_app.mapper, position))

@@ -19,6 +19,7 @@ from datetime import datetime
 from decimal import Decimal
 
 import psycopg
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from domain.reserves import BUILT_IN
@@ -162,12 +163,16 @@ def read_position(conn: psycopg.Connection, schema: str = READ_SCHEMA) -> int:
     """The notification id of the last event the view has processed (0 before the first)."""
     try:
         with conn.transaction():
-            row = conn.execute(
-                SQL("SELECT notification_id FROM {} WHERE application_name = %s").format(
-                    Identifier(schema, TRACKING_TABLE)
-                ),
-                (APPLICATION,),
-            ).fetchone()
+            row = (
+                conn.cursor(row_factory=tuple_row)  # whatever the connection's row factory
+                .execute(
+                    SQL("SELECT notification_id FROM {} WHERE application_name = %s").format(
+                        Identifier(schema, TRACKING_TABLE)
+                    ),
+                    (APPLICATION,),
+                )
+                .fetchone()
+            )
     except psycopg.errors.UndefinedTable:
         return 0
     return row[0] if row else 0

@@ -154,7 +154,7 @@ class ReadAhead(AggregateReads):
         """The aggregate rebuilt from its latest snapshot and the events since (as read ahead, or read now),
         None if it has none."""
         events = self.histories.get(aggregate_id)
-        return _rebuilt(events) if events is not None else self.store.find(aggregate_id)
+        return rebuilt(events) if events is not None else self.store.find(aggregate_id)
 
     def latest_event(self, aggregate_id: UUID) -> Any | None:
         """The aggregate's latest event (as read ahead, or read now), None if it has none."""
@@ -207,7 +207,7 @@ class LedgerStore(AggregateReads):
                 return self.app.repository.get(aggregate_id)
             except AggregateNotFoundError:
                 return None
-        return _rebuilt(read[0][aggregate_id])
+        return rebuilt(read[0][aggregate_id])
 
     def latest_event(self, aggregate_id: UUID) -> Any | None:
         """The aggregate's latest event, read now; None if it has none."""
@@ -240,8 +240,9 @@ class LedgerStore(AggregateReads):
         return histories, latest
 
 
-def _rebuilt(events: list[Any]) -> Any | None:
-    """The aggregate its events (from its latest snapshot on) make, None when there are none."""
+def rebuilt(events: list[Any]) -> Any | None:
+    """The aggregate its events (from its first, or from its latest snapshot on) make, None when there are
+    none: what a read and an `asOf` replay (`application.history`) both rebuild."""
     aggregate = None
     for domain_event in events:
         aggregate = domain_event.mutate(aggregate)

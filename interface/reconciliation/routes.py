@@ -34,11 +34,11 @@ from projections.reconciliation import (
     Period,
     Reconciliation,
     chain_events,
-    postings_position,
     read_posted,
     read_reserves,
     reconcile,
 )
+from projections.reserve_positions import read_position
 
 WAIT_SECONDS = 2.0
 
@@ -60,7 +60,7 @@ class ReconciliationReader:
     settings: Settings
     pool: ConnectionPool
     written: WritePositions
-    log: Any  # the ledger, whose recorder and mapper read the log
+    ledger: Any  # the ledger, whose recorder and mapper read the log
     wait_seconds: float = WAIT_SECONDS
 
     @classmethod
@@ -72,10 +72,10 @@ class ReconciliationReader:
         with self.pool.connection() as conn:
             hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the reconciliation")
             with conn.transaction():  # the position first: the postings read then hold at least its events
-                position = postings_position(conn)
+                position = read_position(conn)
                 reserves = read_reserves(conn, partner, period).get(partner, [])
                 posted = read_posted(conn, partner, period)
-        events = chain_events(self.log.recorder, self.log.mapper, position)
+        events = chain_events(self.ledger.recorder, self.ledger.mapper, position)
         return reconcile(partner, period, events, reserves, posted)
 
 
