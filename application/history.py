@@ -3,6 +3,7 @@ state at a time; and several transactions at a time in one read (a page of the l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
@@ -18,6 +19,26 @@ def happened_at(event: DomainEvent) -> datetime:
     timestamps, `created` and `updated`, and the `asOf` filter. The store's own recording time (the event's
     `timestamp`, a moment later) is not shown to clients."""
     return getattr(event, "at", event.timestamp)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One event of a transaction's history and the status it left the transaction in (`before` None for
+    the event that created it)."""
+
+    event: DomainEvent
+    before: str | None
+    after: str
+
+
+def steps_of(events: list[DomainEvent]) -> list[Step]:
+    """The events of one transaction, oldest first, each with the status before and after it."""
+    steps, transaction = [], None
+    for event in events:
+        before = transaction.status.value if transaction is not None else None
+        transaction = event.mutate(transaction)
+        steps.append(Step(event, before, transaction.status.value))
+    return steps
 
 
 class History:

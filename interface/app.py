@@ -40,6 +40,8 @@ from application.use_cases import UseCases
 from interface.alternative.routes import ALTERNATIVE_CONTROLLERS
 from interface.api_document.openapi import openapi_config
 from interface.chain.routes import ChainController
+from interface.console.pages import template_config
+from interface.console.routes import console_router
 from interface.customers.routes import CustomerController
 from interface.environment import PROJECTIONS_ENV as PROJECTIONS_ENV  # where tests and tools import it from
 from interface.environment import Environment
@@ -292,6 +294,7 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
             ReserveController,
             ReconciliationController,
             *ALTERNATIVE_CONTROLLERS,
+            console_router(),
         ],
         dependencies=dependencies(runtime),
         middleware=[
@@ -306,6 +309,7 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
         request_class=StrictJsonRequest,
         response_class=LedgerResponse,
         openapi_config=openapi_config(),
+        template_config=template_config(),
         logging_config=None,  # the process's own (application/logs.py): litestar's would replace the root's
         request_max_body_size=MAX_BODY,
         state=State(

@@ -4,11 +4,15 @@ of them existed at an instant, with their status then (`transaction_page_at`).""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
+import psycopg
+from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composable, Identifier, Placeholder
 
+from projections.postgres import READ_SCHEMA
 from projections.read_models import ReadModels
 
 
@@ -102,3 +106,49 @@ def _newest_first(
             params,
         ).fetchall()
     return total, rows
+
+
+def transaction_postings(conn: psycopg.Connection, partner: str, code: str) -> list[dict[str, Any]]:
+    """The ledger postings of the partner's transaction `code`, in the order they were booked (none while
+    the `Postings` view has no table yet)."""
+    try:
+        with conn.transaction():
+            return (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    SQL(
+                        "SELECT notification_id, entry, event, account, currency_code, debit, credit, at "
+                        "FROM {} WHERE partner = %s AND transaction_code = %s ORDER BY notification_id, entry"
+                    ).format(Identifier(READ_SCHEMA, "postings")),
+                    (partner, code),
+                )
+                .fetchall()
+            )
+    except psycopg.errors.UndefinedTable:
+        return []
+
+
+@dataclass(frozen=True)
+class DailyVolume:
+    """The volume of one UTC day in one currency and payment method: transactions and their fiat value."""
+
+    day: date
+    currency_code: str
+    payment_method_code: str
+    count: int
+    fiat_value: Decimal
+
+
+def daily_volumes(view: ReadModels, partner: str, first: date, last: date) -> list[DailyVolume]:
+    """The partner's volumes per day, currency and payment method from `first` to `last` (both included),
+    summed over customers, types and crypto-currencies; a day without any has no row."""
+    with view.datastore.transaction(commit=False) as curs:
+        rows = curs.execute(
+            SQL(
+                "SELECT day, currency_code, payment_method_code, sum(count) AS count, "
+                "sum(fiat_value) AS fiat_value FROM {} WHERE partner = %s AND day BETWEEN %s AND %s "
+                "GROUP BY day, currency_code, payment_method_code ORDER BY day"
+            ).format(view.table("daily_volumes")),
+            (partner, first, last),
+        ).fetchall()
+    return [DailyVolume(**row) for row in rows]

@@ -12,10 +12,10 @@ are each partner's own book: nothing of another partner's balances or reserve na
 
 from __future__ import annotations
 
-import time
+import time as clock
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 
 import psycopg
@@ -159,6 +159,75 @@ def read_positions_at(
     return positions([Balance(*row) for row in rows], types, always)
 
 
+def read_daily_positions(
+    conn: psycopg.Connection,
+    partner: str,
+    first: date,
+    last: date,
+    always: Iterable[tuple[str, str]] = (),
+    schema: str = READ_SCHEMA,
+) -> list[tuple[date, list[ReservePosition]]]:
+    """The partner's reserve positions at the end of each UTC day from `first` to `last` (both included): each
+    day's as `read_positions_at` the day's last instant gives them, from three queries whatever the number of
+    days (the sums before `first`, then each day's sums, added up day by day)."""
+    start = datetime.combine(first, time.min, UTC)
+    end = datetime.combine(last + timedelta(days=1), time.min, UTC)
+    table = Identifier(schema, "postings")
+    reserve_rows = "partner = %s AND (account LIKE 'reserve:%%' OR account = ANY(%s))"
+    try:
+        with conn.transaction():
+            opening = conn.execute(
+                SQL(
+                    "SELECT account, currency_code, sum(debit) - sum(credit), max(at) FROM {} "
+                    f"WHERE {reserve_rows} AND at < %s GROUP BY account, currency_code"
+                ).format(table),
+                (partner, RESERVE_ACCOUNTS, start),
+            ).fetchall()
+            daily = conn.execute(
+                SQL(
+                    "SELECT (at AT TIME ZONE 'UTC')::date AS day, account, currency_code, "
+                    "sum(debit) - sum(credit), max(at) FROM {} "
+                    f"WHERE {reserve_rows} AND at >= %s AND at < %s GROUP BY 1, 2, 3 ORDER BY 1"
+                ).format(table),
+                (partner, RESERVE_ACCOUNTS, start, end),
+            ).fetchall()
+            places = conn.execute(
+                SQL("SELECT name, type, created FROM {} WHERE partner = %s").format(
+                    Identifier(schema, "reserve_places")
+                ),
+                (partner,),
+            ).fetchall()
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):  # before the view's (new) tables
+        opening, daily, places = [], [], []
+    return _day_by_day(first, last, opening, daily, places, list(always))
+
+
+def _day_by_day(
+    first: date,
+    last: date,
+    opening: list[tuple],
+    daily: list[tuple],
+    places: list[tuple],
+    always: list[tuple[str, str]],
+) -> list[tuple[date, list[ReservePosition]]]:
+    """The positions of each day: the opening balances with each day's changes added in turn."""
+    balances = {(account, code): Balance(account, code, amount, at) for account, code, amount, at in opening}
+    changes: dict[date, list[tuple]] = {}
+    for day, *change in daily:
+        changes.setdefault(day, []).append(change)
+    found = []
+    day = first
+    while day <= last:
+        for account, code, amount, at in changes.get(day, []):
+            before = balances.get((account, code))
+            balances[account, code] = Balance(account, code, (before.balance if before else 0) + amount, at)
+        day_end = datetime.combine(day + timedelta(days=1), time.min, UTC)
+        types = {name: kind for name, kind, created in places if created < day_end}
+        found.append((day, positions(balances.values(), types, always)))
+        day += timedelta(days=1)
+    return found
+
+
 def read_position(conn: psycopg.Connection, schema: str = READ_SCHEMA) -> int:
     """The notification id of the last event the view has processed (0 before the first)."""
     try:
@@ -182,11 +251,11 @@ def wait_for_position(
     conn: psycopg.Connection, head: int, timeout: float = 2.0, schema: str = READ_SCHEMA
 ) -> bool:
     """Waits up to `timeout` seconds for the view to reach `head`; tells whether it did."""
-    deadline = time.monotonic() + timeout
+    deadline = clock.monotonic() + timeout
     pause = 0.005
     while read_position(conn, schema) < head:
-        if time.monotonic() >= deadline:
+        if clock.monotonic() >= deadline:
             return False
-        time.sleep(pause)
+        clock.sleep(pause)
         pause = min(pause * 2, 0.05)
     return True

@@ -17,6 +17,7 @@ from interface.http.problems import ApiProblem
 from interface.reconciliation.routes import period_of
 from projections.audit import Report, export, verify
 from projections.audit_export import Exported
+from projections.audit_verifications import record_verification
 from projections.reconciliation import Reconciliation, reconcile_ledger
 
 app = App(
@@ -45,8 +46,10 @@ def verify_command(
             return fail(f"--expect {item!r}: give NOTIFICATION_ID:CHAIN_HASH (64 hex digits)")
         expected.append((int(position), chain_hash.lower()))
     environment = Environment.read()
-    report = verify(event_store_url(environment), expected=expected, stall_seconds=environment.stall_seconds)
+    url = event_store_url(environment)
+    report = verify(url, expected=expected, stall_seconds=environment.stall_seconds)
     print_report(report)
+    record_verification(url, datetime.now(UTC), report.checks)  # for the console's system page
     return 0 if report.ok else 1
 
 

@@ -96,11 +96,14 @@ class TokenService:
         # times are checked again on every use; the size is bounded by emptying it when full.
         self._verified: dict[str, tuple[dict[str, Any], Principal]] = {}
 
-    def issue(self, client: ClientRecord, scope: str | None = None) -> IssuedToken:
-        """A token for `client` with the roles named in `scope` (space-separated), default all."""
+    def issue(
+        self, client: ClientRecord, scope: str | None = None, lifetime_seconds: int | None = None
+    ) -> IssuedToken:
+        """A token for `client` with the roles named in `scope` (space-separated), default all; valid for the
+        settings' lifetime, or `lifetime_seconds` when shorter (a console session)."""
         roles = self._granted_roles(client, scope)
         now = int(self._clock.now().timestamp())
-        lifetime = self._settings.lifetime_seconds
+        lifetime = min(self._settings.lifetime_seconds, lifetime_seconds or self._settings.lifetime_seconds)
         claims = {
             "iss": self._settings.issuer,
             "aud": self._settings.audience,

@@ -22,7 +22,15 @@ from interface.http.problems import ApiProblem
 BROKER = "broker"
 OPERATOR = "operator"
 AUDITOR = "auditor"
-UNAUTHENTICATED_PATHS = [r"^/connect/token\Z", "^/schema", r"^/health\Z", r"^/health/live\Z", r"^/metrics\Z"]
+# the console (`interface.console`) has sessions of its own, in a cookie, rather than bearer tokens
+UNAUTHENTICATED_PATHS = [
+    r"^/connect/token\Z",
+    "^/schema",
+    r"^/health\Z",
+    r"^/health/live\Z",
+    r"^/metrics\Z",
+    r"^/console(/|\Z)",
+]
 
 
 class BearerAuthentication(AbstractAuthenticationMiddleware):

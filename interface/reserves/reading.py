@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
+from typing import Any
 
 from litestar.datastructures import State
 from psycopg import Connection
@@ -33,8 +34,10 @@ from interface.http.read_your_writes import WritePositions, holds_write, read_mo
 from interface.reserves import shapes as s
 from projections import status
 from projections.ledger_postings import PostingsProjection
+from projections.queries import transaction_postings
 from projections.reserve_positions import (
     ReservePosition,
+    read_daily_positions,
     read_positions,
     read_positions_at,
     wait_for_position,
@@ -66,13 +69,32 @@ class ReserveReader:
 
     def positions(self, partner: str, at: datetime | None = None) -> list[ReservePosition]:
         """The partner's positions now, or at `at`, read after its last write (503 while the view lags)."""
-        always = [(HOT_WALLET, code) for code in self.settings.cryptos]
-        always += [(BANK, code) for code in self.settings.currencies]
         with self.pool.connection() as conn:
             hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the reserves")
             if at is None:
-                return read_positions(conn, partner, always)
-            return read_positions_at(conn, partner, at, always)
+                return read_positions(conn, partner, self.built_in())
+            return read_positions_at(conn, partner, at, self.built_in())
+
+    def positions_by_day(
+        self, partner: str, first: date, last: date
+    ) -> list[tuple[date, list[ReservePosition]]]:
+        """The partner's positions at the end of each UTC day from `first` to `last`, read after its last
+        write (the console's chart of reserves)."""
+        with self.pool.connection() as conn:
+            hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the reserves")
+            return read_daily_positions(conn, partner, first, last, self.built_in())
+
+    def transaction_postings(self, partner: str, code: str) -> list[dict[str, Any]]:
+        """The postings of the partner's transaction `code`, read after its last write."""
+        with self.pool.connection() as conn:
+            hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the postings")
+            return transaction_postings(conn, partner, code)
+
+    def built_in(self) -> list[tuple[str, str]]:
+        """The reserves every partner has: the hot wallet of each crypto, the bank of each currency."""
+        return [(HOT_WALLET, code) for code in self.settings.cryptos] + [
+            (BANK, code) for code in self.settings.currencies
+        ]
 
 
 def hold_partners_postings(
@@ -102,16 +124,20 @@ def reserves_body(settings: Settings, positions: list[ReservePosition]) -> s.Res
     )
 
 
-def reserve_body(settings: Settings, position: ReservePosition) -> s.Reserve:
-    if position.code in settings.cryptos:
-        quantum = settings.crypto_asset(position.code).quantum
-    elif position.code in settings.currencies:
-        quantum = settings.fiat(position.code).quantum
+def shown_amount(settings: Settings, code: str, amount: Decimal) -> Decimal:
+    """An amount of asset `code` at the asset's places (as it is, for an asset no longer configured)."""
+    if code in settings.cryptos:
+        quantum = settings.crypto_asset(code).quantum
+    elif code in settings.currencies:
+        quantum = settings.fiat(code).quantum
     else:
-        quantum = None
+        return amount
+    return amount.quantize(quantum, context=WIDE)
 
+
+def reserve_body(settings: Settings, position: ReservePosition) -> s.Reserve:
     def shown(amount: Decimal) -> Decimal:
-        return amount if quantum is None else amount.quantize(quantum, context=WIDE)
+        return shown_amount(settings, position.code, amount)
 
     return s.Reserve(
         name=position.name,

@@ -17,10 +17,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
 from application.store.embedded_postgres import LOG_FILE, PID_FILE, stop_server
+from tests.e2e.support import client_secrets
 from tests.processes import ApiServer
 
 START_SECONDS = 90  # initdb included
@@ -70,11 +72,25 @@ def fresh_root() -> Path:
 
 @dataclass(frozen=True)
 class FirstStart:
-    """A `serve` on a var directory without pgdata (so initdb ran), stopped with SIGTERM."""
+    """A `serve` on a var directory without pgdata (so initdb ran), its console read, stopped with SIGTERM."""
 
     var: Path
     exit_code: int
     said: str  # what serve wrote to its terminal
+    console: dict[str, int]  # the status of each console page an auditor signed in to it was answered
+
+
+def console_pages(server: ApiServer) -> dict[str, int]:
+    """Signs in to the console as the demo auditor and reads each page: the status of each, by path."""
+    secret = client_secrets(server.var)["demo-auditor"]
+    form = {"client_id": "demo-auditor", "client_secret": secret}
+    with httpx.Client(base_url=server.base_url, timeout=10, follow_redirects=True) as browser:
+        landed = browser.post("/console/sign-in", data=form)
+        statuses = {"sign-in": landed.status_code if landed.url.path == "/console/transactions" else 0}
+        for page in ("/console/transactions", "/console/reserves", "/console/volumes", "/console/system"):
+            answer = browser.get(page)
+            statuses[page] = answer.status_code if 'id="signed-in-as"' in answer.text else 0
+    return statuses
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +98,10 @@ def first_start() -> Iterator[FirstStart]:
     root = fresh_root()
     var = root / "var"
     try:
-        code = serve(var, root / "serve.log").stop(STOP_SECONDS)
-        yield FirstStart(var, code, (root / "serve.log").read_text())
+        server = serve(var, root / "serve.log")
+        pages = console_pages(server)
+        code = server.stop(STOP_SECONDS)
+        yield FirstStart(var, code, (root / "serve.log").read_text(), pages)
     finally:
         stop_server(var / "pgdata")
         shutil.rmtree(root, ignore_errors=True)
@@ -145,3 +163,8 @@ def test_the_terminal_sees_no_initdb_or_pg_ctl_output(first_start: FirstStart) -
     assert first_start.exit_code == 0, first_start.said
     assert "initdb" not in first_start.said and "pg_ctl" not in first_start.said, first_start.said
     assert "initdb" in (first_start.var / LOG_FILE).read_text()
+
+
+def test_the_console_serves_every_page_on_the_embedded_default(first_start: FirstStart) -> None:
+    assert first_start.console == dict.fromkeys(first_start.console, 200), first_start.console
+    assert len(first_start.console) == 5

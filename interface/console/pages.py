@@ -1,0 +1,87 @@
+"""How the console answers: HTML pages rendered from its templates, each with headers that keep a browser
+strict (a Content-Security-Policy that allows no inline script nor any other site's, no framing, no caching
+of a partner's figures), and the refusals of the API shown as pages rather than problem documents."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from litestar import Request, Response
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.response import Redirect, Template
+from litestar.template.config import TemplateConfig
+from litestar_htmx import ClientRedirect
+
+from interface.http.problems import EXCEPTION_HANDLERS, Problem
+
+TEMPLATES = Path(__file__).parent / "templates"
+STATIC = Path(__file__).parent / "static"
+SIGN_IN = "/console/sign-in"
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+        "object-src 'none'",
+    ]
+)
+HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",  # not no-referrer: a form posted under it says `Origin: null`
+    "Cache-Control": "no-store",
+}
+
+
+def template_config() -> TemplateConfig:
+    """The console's templates (Jinja, escaping every value), which may name `utc` to show times in UTC and
+    write amounts with `|amount`."""
+
+    def with_utc(engine: JinjaTemplateEngine) -> None:
+        engine.engine.globals["utc"] = UTC
+        engine.engine.filters["amount"] = written
+
+    return TemplateConfig(directory=TEMPLATES, engine=JinjaTemplateEngine, engine_callback=with_utc)
+
+
+def written(amount: Any) -> Any:
+    """An amount as people write it: 0.00000000, never 0E-8."""
+    return format(amount, "f") if isinstance(amount, Decimal) else amount
+
+
+def page(name: str, status: int = 200, **context: Any) -> Template:
+    """The template `name` rendered with `context`, as an HTML page with the console's headers."""
+    return Template(template_name=name, context=context, status_code=status, headers=HEADERS)
+
+
+def to_sign_in(request: Request, _: Exception) -> Response:
+    """A request without a valid session is sent to sign in (htmx is told to load the page whole)."""
+    if request.headers.get("hx-request"):
+        return ClientRedirect(SIGN_IN)
+    return Redirect(SIGN_IN, status_code=303, headers=HEADERS)
+
+
+def refusal_page(request: Request, error: Exception) -> Response:
+    """The API's answer to `error` (its status and message, logged as the API logs it), as a page."""
+    handler = next(handler for kind, handler in EXCEPTION_HANDLERS.items() if isinstance(error, kind))
+    answer = handler(request, error)
+    problem: Problem = answer.content
+    session = request.scope.get("console_session")
+    retry = {key: value for key, value in (answer.headers or {}).items() if key.lower() == "retry-after"}
+    shown = page("refusal.html", answer.status_code, session=session, problem=problem, heading=problem.title)
+    shown.headers.update(retry)
+    return shown
+
+
+def exception_handlers() -> dict[Any, Any]:
+    """The console's: every error the API maps, mapped to a page of the same status and message."""
+    return {kind: refusal_page for kind in EXCEPTION_HANDLERS}

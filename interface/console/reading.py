@@ -1,0 +1,191 @@
+"""What the console's pages show, read as the API reads it and always of the signed-in partner: transactions
+from the read models (after the partner's writes), a transaction's history from the event store with its
+callbacks and postings, reserves per day from the postings, volumes per day from `read.daily_volumes`, and
+the projections' positions with the audit chain's head and the last `audit verify`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import msgspec
+from litestar.datastructures import State
+
+from application.history import History, Step, happened_at, steps_of
+from application.settings import Settings
+from application.store.aggregates import rebuilt
+from domain.errors import TransactionNotFound
+from interface.console.charts import Chart, day_chart
+from interface.console.periods import Days
+from interface.http.read_your_writes import read_model_behind
+from interface.reserves.reading import ReserveReader, shown_amount
+from interface.transactions import presenters
+from interface.transactions import shapes as r
+from interface.transactions.reading import Reader
+from projections import status
+from projections.audit_verifications import ChainHead, Verification, chain_head_of, last_verification
+from projections.callbacks.outbox import DeliveryRecord, DeliveryStore
+from projections.queries import TransactionFilter, daily_volumes
+
+PAGE_SIZE = 25
+EVENT_DATA = msgspec.json.Encoder(decimal_format="number")
+
+
+@dataclass(frozen=True)
+class Found:
+    """A page of a search: the transactions on it, how many match, and the page's number."""
+
+    transactions: list[r.Transaction]
+    total: int
+    page: int
+    page_size: int = PAGE_SIZE
+
+    @property
+    def more(self) -> bool:
+        return self.page * self.page_size < self.total
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A transaction as it stood at `at` (now when None): its events up to then with their status changes,
+    its callbacks and postings up to then; `transaction` None when it did not exist yet then."""
+
+    code: str
+    at: datetime | None
+    transaction: r.Transaction | None
+    steps: list[Step]
+    event_data: dict[int, str]  # by version: the event's fields as the history shows them, as JSON
+    deliveries: list[DeliveryRecord]
+    postings: list[dict[str, Any]]
+    every_step: list[Step]  # the whole history, for the picker's links
+
+    def happened(self, step: Step) -> datetime:
+        return happened_at(step.event)
+
+
+@dataclass(frozen=True)
+class DayChart:
+    """One chart of the console: what it is of (`subject`, e.g. asset and reserve) and its geometry."""
+
+    subject: dict[str, str]
+    chart: Chart
+
+
+@dataclass(frozen=True)
+class System:
+    projections: list[status.ProjectionState]
+    head: int
+    chain_head: ChainHead | None
+    verification: Verification | None
+    stalled_after: float = field(default=30.0)
+
+
+@dataclass(frozen=True)
+class ConsoleReader:
+    settings: Settings
+    reader: Reader
+    history: History
+    reserves: ReserveReader
+    deliveries: DeliveryStore
+    state: State
+
+    @classmethod
+    def of(cls, state: State) -> ConsoleReader:
+        runtime = state.runtime
+        return cls(
+            runtime.settings,
+            runtime.reader,
+            runtime.use_cases.history,
+            ReserveReader.of(state),
+            state.callbacks.store,
+            state,
+        )
+
+    def search(self, partner: str, code: str | None, where: TransactionFilter, page: int) -> Found:
+        """The partner's transactions matching `where` (newest first), or the one of `code`."""
+        if code:
+            try:
+                return Found([self.reader.transaction(partner, code).transaction], 1, 1)
+            except TransactionNotFound:
+                return Found([], 0, 1)
+        total, rows = self.reader.transactions(partner, where, page, PAGE_SIZE)
+        return Found([presenters.transaction_row(self.settings, row) for row in rows], total, page)
+
+    def timeline(self, partner: str, code: str, at: datetime | None) -> Timeline:
+        """TransactionNotFound for an unknown code, and for another partner's."""
+        every_step = steps_of(self.history.history(partner, code))
+        steps = [step for step in every_step if at is None or happened_at(step.event) <= at]
+        events = [step.event for step in steps]
+        transaction, shown = None, []
+        if steps:
+            as_of = rebuilt(events)  # the events read once: the transaction as they left it
+            transaction = presenters.transaction(self.settings, as_of).transaction
+            shown = presenters.history(self.settings, as_of, events, at).events
+        return Timeline(
+            code=code,
+            at=at,
+            transaction=transaction,
+            steps=steps,
+            event_data={event.version: _json(event.data) for event in shown},
+            deliveries=[
+                delivery
+                for delivery in self.deliveries.deliveries(partner, code)
+                if at is None or delivery.created <= at
+            ],
+            postings=[
+                posting
+                for posting in self.reserves.transaction_postings(partner, code)
+                if at is None or posting["at"] <= at
+            ],
+            every_step=every_step,
+        )
+
+    def reserve_charts(self, partner: str, period: Days) -> list[DayChart]:
+        """One chart per asset and reserve: its total at the end of each day of the period."""
+        by_day = self.reserves.positions_by_day(partner, period.first, period.last)
+        series: dict[tuple[str, str], list[tuple[Any, Decimal]]] = {}
+        for day, positions in by_day:
+            for position in positions:
+                amount = shown_amount(self.settings, position.code, position.total)
+                series.setdefault((position.code, position.name), []).append((day, amount))
+        charts = []
+        for (code, name), values in sorted(series.items()):
+            missing = [(day, Decimal(0)) for day in period.days if day not in dict(values)]
+            values = sorted(values + missing)
+            charts.append(DayChart({"asset": code, "reserve": name}, day_chart(values, code)))
+        return charts
+
+    def volume_charts(self, partner: str, period: Days) -> list[DayChart]:
+        """One chart per currency and payment method with any volume in the period: its fiat volume each
+        day (0 on a day without any)."""
+        if not self.reader.catch_up(partner):  # it would miss the partner's last write
+            raise read_model_behind(self.reader.failing())
+        volumes: dict[tuple[str, str], dict[Any, Decimal]] = {}
+        for volume in daily_volumes(self.reader.view, partner, period.first, period.last):
+            days = volumes.setdefault((volume.currency_code, volume.payment_method_code), {})
+            days[volume.day] = shown_amount(self.settings, volume.currency_code, volume.fiat_value)
+        return [
+            DayChart(
+                {"currency": currency, "payment-method": method},
+                day_chart([(day, days.get(day, Decimal(0))) for day in period.days], currency),
+            )
+            for (currency, method), days in sorted(volumes.items())
+        ]
+
+    def system(self) -> System:
+        """Where each projection is against the event log, the audit chain's head, the last verify."""
+        runtime = self.state.runtime
+        ledger = runtime.ledger
+        with self.state.pool.connection() as conn:
+            head = ledger.recorder.max_notification_id() or 0
+            found = status.states(conn, self.state.projection_names, head, status.event_time(ledger))
+            chain_head = chain_head_of(conn)
+            verification = last_verification(conn)
+        return System(found, head, chain_head, verification, runtime.environment.stall_seconds)
+
+
+def _json(data: dict[str, Any]) -> str:
+    """An event's fields as the history endpoint writes them, indented for reading."""
+    return msgspec.json.format(EVENT_DATA.encode(data), indent=2).decode()
