@@ -43,7 +43,7 @@ SERVER = pytest.StashKey[SuiteServer]()
 # - "faults": tests/resilience, whose servers run on a PostgreSQL cluster of the tests' own (its connections
 #   are not the suite's), but for its modules of SUITE_SERVER_MODULES.
 # The modules of OWN_SERVERS start PostgreSQL servers of their own: they run beside the groups as any module.
-PROCESS_FOLDERS = (Path("tests/process"), Path("tests/servers"))
+PROCESS_FOLDERS = (Path("tests/process"), Path("tests/servers"), Path("tests/browser"))
 PROCESS_MODULES = ("test_crash_recovery.py", "test_runner_processes.py")  # projections run, killed
 FAULT_FOLDERS = (Path("tests/resilience"),)
 SUITE_SERVER_MODULES = ("test_connection_budget.py",)  # a `serve` on the suite's server: with "processes"
