@@ -60,7 +60,7 @@ def reader(request: Request) -> ConsoleReader:
     return ConsoleReader.of(request.app.state)
 
 
-def admit(session: SessionDep, *roles: str) -> None:
+def admit(session: Session, *roles: str) -> None:
     """403 unless the session holds one of `roles`."""
     if not session.principal.roles & set(roles):
         raise ApiProblem(

@@ -96,6 +96,16 @@ def test_a_page_without_a_session_sends_the_browser_to_sign_in(client: InProcess
     assert answer.headers["location"] == "/console/sign-in"
 
 
+def test_htmx_is_told_to_load_the_sign_in_page_whole_when_the_session_has_ended(
+    client: InProcessClient,
+) -> None:
+    client.cookies.clear()
+    answer = client.get(
+        "/console/transactions?code=X", headers={"HX-Request": "true"}, follow_redirects=False
+    )
+    assert answer.headers["hx-redirect"] == "/console/sign-in"
+
+
 def test_signing_in_sets_a_short_lived_strict_http_only_cookie(
     client: InProcessClient, ledger: dict[str, Any]
 ) -> None:
