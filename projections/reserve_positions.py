@@ -90,6 +90,8 @@ def _reserve_of(account: str) -> str:
     return account.removeprefix(RESERVE_PREFIX)
 
 
+# the rows of a partner's reserves, their locked and their unconfirmed amounts (parameters: partner, accounts)
+RESERVE_ROWS = "partner = %s AND (account LIKE 'reserve:%%' OR account = ANY(%s))"
 RESERVE_ACCOUNTS = [
     account for group in (LOCKED_ACCOUNTS, UNCONFIRMED_ACCOUNTS) for a in group.values() for account in a
 ]
@@ -106,10 +108,9 @@ def read_positions(
     try:
         with conn.transaction():
             rows = conn.execute(
-                SQL(
-                    "SELECT account, currency_code, balance, updated FROM {} "
-                    "WHERE partner = %s AND (account LIKE 'reserve:%%' OR account = ANY(%s))"
-                ).format(Identifier(schema, "balances")),
+                SQL(f"SELECT account, currency_code, balance, updated FROM {{}} WHERE {RESERVE_ROWS}").format(
+                    Identifier(schema, "balances")
+                ),
                 (partner, RESERVE_ACCOUNTS),
             ).fetchall()
             types = dict(
@@ -125,6 +126,25 @@ def read_positions(
     return positions([Balance(*row) for row in rows], types, always)
 
 
+def _sums_to(
+    conn: psycopg.Connection, partner: str, at: datetime, schema: str, *, inclusive: bool
+) -> list[tuple]:
+    """Per reserve account and asset, the sum of the partner's postings up to `at` (included or not) and
+    when the last of them happened."""
+    up_to = "<=" if inclusive else "<"
+    return conn.execute(
+        SQL(
+            "SELECT account, currency_code, sum(debit) - sum(credit), max(at) FROM {} "
+            f"WHERE {RESERVE_ROWS} AND at {up_to} %s GROUP BY account, currency_code"
+        ).format(Identifier(schema, "postings")),
+        (partner, RESERVE_ACCOUNTS, at),
+    ).fetchall()
+
+
+def _day_start(day: date) -> datetime:
+    return datetime.combine(day, time.min, UTC)
+
+
 def read_positions_at(
     conn: psycopg.Connection,
     partner: str,
@@ -138,14 +158,7 @@ def read_positions_at(
     from a kept snapshot, so it cannot drift from them; `read.balances` is the same sum over every posting."""
     try:
         with conn.transaction():
-            rows = conn.execute(
-                SQL(
-                    "SELECT account, currency_code, sum(debit) - sum(credit), max(at) FROM {} "
-                    "WHERE partner = %s AND at <= %s AND (account LIKE 'reserve:%%' OR account = ANY(%s)) "
-                    "GROUP BY account, currency_code"
-                ).format(Identifier(schema, "postings")),
-                (partner, at, RESERVE_ACCOUNTS),
-            ).fetchall()
+            rows = _sums_to(conn, partner, at, schema, inclusive=True)
             types = dict(
                 conn.execute(
                     SQL("SELECT name, type FROM {} WHERE partner = %s AND created <= %s").format(
@@ -170,25 +183,16 @@ def read_daily_positions(
     """The partner's reserve positions at the end of each UTC day from `first` to `last` (both included): each
     day's as `read_positions_at` the day's last instant gives them, from three queries whatever the number of
     days (the sums before `first`, then each day's sums, added up day by day)."""
-    start = datetime.combine(first, time.min, UTC)
-    end = datetime.combine(last + timedelta(days=1), time.min, UTC)
-    table = Identifier(schema, "postings")
-    reserve_rows = "partner = %s AND (account LIKE 'reserve:%%' OR account = ANY(%s))"
+    start, end = _day_start(first), _day_start(last + timedelta(days=1))
     try:
         with conn.transaction():
-            opening = conn.execute(
-                SQL(
-                    "SELECT account, currency_code, sum(debit) - sum(credit), max(at) FROM {} "
-                    f"WHERE {reserve_rows} AND at < %s GROUP BY account, currency_code"
-                ).format(table),
-                (partner, RESERVE_ACCOUNTS, start),
-            ).fetchall()
+            opening = _sums_to(conn, partner, start, schema, inclusive=False)
             daily = conn.execute(
                 SQL(
                     "SELECT (at AT TIME ZONE 'UTC')::date AS day, account, currency_code, "
-                    "sum(debit) - sum(credit), max(at) FROM {} "
-                    f"WHERE {reserve_rows} AND at >= %s AND at < %s GROUP BY 1, 2, 3 ORDER BY 1"
-                ).format(table),
+                    f"sum(debit) - sum(credit), max(at) FROM {{}} WHERE {RESERVE_ROWS} "
+                    "AND at >= %s AND at < %s GROUP BY 1, 2, 3 ORDER BY 1"
+                ).format(Identifier(schema, "postings")),
                 (partner, RESERVE_ACCOUNTS, start, end),
             ).fetchall()
             places = conn.execute(
@@ -221,7 +225,7 @@ def _day_by_day(
         for account, code, amount, at in changes.get(day, []):
             before = balances.get((account, code))
             balances[account, code] = Balance(account, code, (before.balance if before else 0) + amount, at)
-        day_end = datetime.combine(day + timedelta(days=1), time.min, UTC)
+        day_end = _day_start(day + timedelta(days=1))
         types = {name: kind for name, kind, created in places if created < day_end}
         found.append((day, positions(balances.values(), types, always)))
         day += timedelta(days=1)

@@ -4,6 +4,7 @@ of a partner's figures), and the refusals of the API shown as pages rather than 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC
 from decimal import Decimal
 from pathlib import Path
@@ -70,18 +71,23 @@ def to_sign_in(request: Request, _: Exception) -> Response:
     return Redirect(SIGN_IN, status_code=303, headers=HEADERS)
 
 
-def refusal_page(request: Request, error: Exception) -> Response:
-    """The API's answer to `error` (its status and message, logged as the API logs it), as a page."""
-    handler = next(handler for kind, handler in EXCEPTION_HANDLERS.items() if isinstance(error, kind))
-    answer = handler(request, error)
-    problem: Problem = answer.content
-    session = request.scope.get("console_session")
-    retry = {key: value for key, value in (answer.headers or {}).items() if key.lower() == "retry-after"}
-    shown = page("refusal.html", answer.status_code, session=session, problem=problem, heading=problem.title)
-    shown.headers.update(retry)
-    return shown
+def as_page(answer_of: Callable[[Request, Any], Response[Problem]]) -> Callable[[Request, Any], Response]:
+    """The API's handler `answer_of` (its status and message, logged as the API logs it), answering a page."""
+
+    def refusal_page(request: Request, error: Exception) -> Response:
+        answer = answer_of(request, error)
+        problem: Problem = answer.content
+        session = request.scope.get("console_session")
+        retry = {key: value for key, value in (answer.headers or {}).items() if key.lower() == "retry-after"}
+        title = problem.title
+        shown = page("refusal.html", answer.status_code, session=session, problem=problem, heading=title)
+        shown.headers.update(retry)
+        return shown
+
+    return refusal_page
 
 
 def exception_handlers() -> dict[Any, Any]:
-    """The console's: every error the API maps, mapped to a page of the same status and message."""
-    return {kind: refusal_page for kind in EXCEPTION_HANDLERS}
+    """The console's: every error the API maps, answered by the API's own handler of it (litestar picks it,
+    as for the API) and shown as a page of the same status and message."""
+    return {kind: as_page(answer_of) for kind, answer_of in EXCEPTION_HANDLERS.items()}

@@ -25,14 +25,10 @@ class Days:
     def days(self) -> list[date]:
         return [self.first + timedelta(days=offset) for offset in range((self.last - self.first).days + 1)]
 
-    @property
-    def start(self) -> datetime:
-        return datetime.combine(self.first, time.min, UTC)
 
-    @property
-    def end(self) -> datetime:
-        """The first instant after the period."""
-        return datetime.combine(self.last + timedelta(days=1), time.min, UTC)
+def start_of(day: date) -> datetime:
+    """The first instant of a UTC day."""
+    return datetime.combine(day, time.min, UTC)
 
 
 def day_of(name: str, value: str | None) -> date | None:

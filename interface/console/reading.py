@@ -5,8 +5,8 @@ the projections' positions with the audit chain's head and the last `audit verif
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -19,7 +19,6 @@ from application.store.aggregates import rebuilt
 from domain.errors import TransactionNotFound
 from interface.console.charts import Chart, day_chart
 from interface.console.periods import Days
-from interface.http.read_your_writes import read_model_behind
 from interface.reserves.reading import ReserveReader, shown_amount
 from interface.transactions import presenters
 from interface.transactions import shapes as r
@@ -27,7 +26,7 @@ from interface.transactions.reading import Reader
 from projections import status
 from projections.audit_verifications import ChainHead, Verification, chain_head_of, last_verification
 from projections.callbacks.outbox import DeliveryRecord, DeliveryStore
-from projections.queries import TransactionFilter, daily_volumes
+from projections.queries import TransactionFilter
 
 PAGE_SIZE = 25
 EVENT_DATA = msgspec.json.Encoder(decimal_format="number")
@@ -115,8 +114,13 @@ class ConsoleReader:
 
     def timeline(self, partner: str, code: str, at: datetime | None) -> Timeline:
         """TransactionNotFound for an unknown code, and for another partner's."""
+
+        def then(moment: datetime) -> bool:
+            """Whether what happened at `moment` had happened by the instant shown."""
+            return at is None or moment <= at
+
         every_step = steps_of(self.history.history(partner, code))
-        steps = [step for step in every_step if at is None or happened_at(step.event) <= at]
+        steps = [step for step in every_step if then(happened_at(step.event))]
         events = [step.event for step in steps]
         transaction, shown = None, []
         if steps:
@@ -130,49 +134,36 @@ class ConsoleReader:
             steps=steps,
             event_data={event.version: _json(event.data) for event in shown},
             deliveries=[
-                delivery
+                replace(delivery, attempts=[attempt for attempt in delivery.attempts if then(attempt.at)])
                 for delivery in self.deliveries.deliveries(partner, code)
-                if at is None or delivery.created <= at
+                if then(delivery.created)
             ],
             postings=[
                 posting
                 for posting in self.reserves.transaction_postings(partner, code)
-                if at is None or posting["at"] <= at
+                if then(posting["at"])
             ],
             every_step=every_step,
         )
 
     def reserve_charts(self, partner: str, period: Days) -> list[DayChart]:
-        """One chart per asset and reserve: its total at the end of each day of the period."""
-        by_day = self.reserves.positions_by_day(partner, period.first, period.last)
-        series: dict[tuple[str, str], list[tuple[Any, Decimal]]] = {}
-        for day, positions in by_day:
+        """One chart per asset and reserve: its total at the end of each day of the period (0 on the days
+        before the reserve was named)."""
+        series: dict[tuple[str, str], dict[date, Decimal]] = {}
+        for day, positions in self.reserves.positions_by_day(partner, period.first, period.last):
             for position in positions:
                 amount = shown_amount(self.settings, position.code, position.total)
-                series.setdefault((position.code, position.name), []).append((day, amount))
-        charts = []
-        for (code, name), values in sorted(series.items()):
-            missing = [(day, Decimal(0)) for day in period.days if day not in dict(values)]
-            values = sorted(values + missing)
-            charts.append(DayChart({"asset": code, "reserve": name}, day_chart(values, code)))
-        return charts
+                series.setdefault((position.code, position.name), {})[day] = amount
+        return _day_charts(series, period, ("asset", "reserve"))
 
     def volume_charts(self, partner: str, period: Days) -> list[DayChart]:
         """One chart per currency and payment method with any volume in the period: its fiat volume each
         day (0 on a day without any)."""
-        if not self.reader.catch_up(partner):  # it would miss the partner's last write
-            raise read_model_behind(self.reader.failing())
-        volumes: dict[tuple[str, str], dict[Any, Decimal]] = {}
-        for volume in daily_volumes(self.reader.view, partner, period.first, period.last):
-            days = volumes.setdefault((volume.currency_code, volume.payment_method_code), {})
-            days[volume.day] = shown_amount(self.settings, volume.currency_code, volume.fiat_value)
-        return [
-            DayChart(
-                {"currency": currency, "payment-method": method},
-                day_chart([(day, days.get(day, Decimal(0))) for day in period.days], currency),
-            )
-            for (currency, method), days in sorted(volumes.items())
-        ]
+        series: dict[tuple[str, str], dict[date, Decimal]] = {}
+        for volume in self.reader.daily_volumes(partner, period.first, period.last):
+            amount = shown_amount(self.settings, volume.currency_code, volume.fiat_value)
+            series.setdefault((volume.currency_code, volume.payment_method_code), {})[volume.day] = amount
+        return _day_charts(series, period, ("currency", "payment-method"))
 
     def system(self) -> System:
         """Where each projection is against the event log, the audit chain's head, the last verify."""
@@ -184,6 +175,20 @@ class ConsoleReader:
             chain_head = chain_head_of(conn)
             verification = last_verification(conn)
         return System(found, head, chain_head, verification, runtime.environment.stall_seconds)
+
+
+def _day_charts(
+    series: dict[tuple[str, str], dict[date, Decimal]], period: Days, names: tuple[str, str]
+) -> list[DayChart]:
+    """A chart per key of `series` (its amounts by day; the key's first part is their unit, `names` name its
+    parts), with a point for each day of the period, 0 on a day without an amount."""
+    return [
+        DayChart(
+            dict(zip(names, key, strict=True)),
+            day_chart([(day, by_day.get(day, Decimal(0))) for day in period.days], key[0]),
+        )
+        for key, by_day in sorted(series.items())
+    ]
 
 
 def _json(data: dict[str, Any]) -> str:

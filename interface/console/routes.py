@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, timedelta
 from typing import Annotated
 
 from litestar import Request, Response, Router, get, post
@@ -23,7 +23,7 @@ from litestar_htmx import HTMXRequest
 from domain.errors import TransactionNotFound
 from interface.console import pages
 from interface.console.pages import HEADERS, page
-from interface.console.periods import Days, day_of, instant_of, period_of
+from interface.console.periods import Days, day_of, instant_of, period_of, start_of
 from interface.console.reading import ConsoleReader, DayChart
 from interface.console.sessions import (
     NotSignedIn,
@@ -36,7 +36,7 @@ from interface.console.sessions import (
 from interface.http.problems import ApiProblem
 from interface.http.security import AUDITOR, OPERATOR
 from interface.http.shapes import CODE_PATTERN
-from interface.transactions.lookups import STATUSES
+from interface.transactions.lookups import STATUSES, one_of
 from projections.queries import TransactionFilter
 
 CODE = re.compile(CODE_PATTERN)
@@ -132,13 +132,11 @@ def transactions(
     """The transaction search: by code, or by customer, status and days of creation."""
     admit(session, AUDITOR)
     first, last = day_of("from", created_from), day_of("to", created_to)
-    if status and status not in STATUSES:
-        raise ApiProblem(400, "malformed_request", f"status must be one of {', '.join(STATUSES)}")
     where = TransactionFilter(
         customer_code=customer or None,
-        status=status or None,
-        created_from=datetime.combine(first, datetime.min.time(), UTC) if first else None,
-        created_to=datetime.combine(last + timedelta(days=1), datetime.min.time(), UTC) if last else None,
+        status=one_of("status", status or None, STATUSES),
+        created_from=start_of(first) if first else None,
+        created_to=start_of(last + timedelta(days=1)) if last else None,
     )
     found = console.search(session.principal.partner, (code or "").strip(), where, page_number)
     query = {

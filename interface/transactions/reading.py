@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from application.ledger import Ledger
@@ -26,7 +26,9 @@ from interface.transactions import shapes as r
 from projections import status
 from projections.catalog import READ_MODELS
 from projections.queries import (
+    DailyVolume,
     TransactionFilter,
+    daily_volumes,
     find_transaction,
     transaction_page,
     transaction_page_at,
@@ -75,8 +77,7 @@ class Reader:
     ) -> tuple[int, list[dict[str, Any]]]:
         """A page of the partner's transactions; ReadModelBehind (503) while the read models do not hold the
         partner's last write."""
-        if not self.catch_up(partner):
-            raise read_model_behind(self.failing())
+        self.hold(partner)
         return transaction_page(self.view, partner, where, page, page_size)
 
     def transactions_at(
@@ -84,9 +85,20 @@ class Reader:
     ) -> tuple[int, list[dict[str, Any]]]:
         """A page of the partner's transactions as the list stood at `at`: their codes and statuses then;
         ReadModelBehind (503) while the read models do not hold the partner's last write."""
+        self.hold(partner)
+        return transaction_page_at(self.view, partner, where, at, page, page_size)
+
+    def daily_volumes(self, partner: str, first: date, last: date) -> list[DailyVolume]:
+        """The partner's volumes of each day from `first` to `last` (`read.daily_volumes`); ReadModelBehind
+        (503) while the read models do not hold the partner's last write."""
+        self.hold(partner)
+        return daily_volumes(self.view, partner, first, last)
+
+    def hold(self, partner: str) -> None:
+        """Returns once the read models hold the partner's last write; ReadModelBehind (503) if they do not
+        within the wait: an answer without that write is not given as if it were complete."""
         if not self.catch_up(partner):
             raise read_model_behind(self.failing())
-        return transaction_page_at(self.view, partner, where, at, page, page_size)
 
     def _read_models_failing(self) -> bool:
         with self.view.datastore.get_connection() as conn:
