@@ -6,7 +6,7 @@ it from here."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 START = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
@@ -29,3 +29,16 @@ class FakeClock:
         """Moves the clock on by `seconds` and any `timedelta` keywords (minutes=5); the new time."""
         self.at += timedelta(seconds=seconds, **delta)
         return self.at
+
+
+class MiddayClock:
+    """A `Clock` that runs as the real one does, but from midday (UTC) of the day it was made: the tests that
+    share one app for minutes (tests/e2e) make their histories on the real date, never across a midnight,
+    whatever the time of day they run (a buy and the limits read after it are always of one day)."""
+
+    def __init__(self) -> None:
+        started = datetime.now(UTC)
+        self.shift = datetime.combine(started.date(), time(12), UTC) - started
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.shift

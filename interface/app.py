@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
@@ -40,8 +40,9 @@ from application.use_cases import UseCases
 from interface.alternative.routes import ALTERNATIVE_CONTROLLERS
 from interface.api_document.openapi import openapi_config
 from interface.chain.routes import ChainController
-from interface.console.pages import template_config
+from interface.console.pages import template_config, with_console_pages
 from interface.console.routes import console_router
+from interface.console.sessions import ConsoleSessions, SessionRecords
 from interface.customers.routes import CustomerController
 from interface.environment import PROJECTIONS_ENV as PROJECTIONS_ENV  # where tests and tools import it from
 from interface.environment import Environment
@@ -49,6 +50,7 @@ from interface.health.routes import health, liveness
 from interface.http.auth import FailedAttempts, TokenService
 from interface.http.bodies import StrictJsonRequest
 from interface.http.common import LedgerResponse, allow_every_method
+from interface.http.heavy_reads import HeavyReads, HeavyReadsMiddleware, heavy_pool
 from interface.http.idempotency import MAX_BODY, IdempotencyStore
 from interface.http.idempotent_requests import IdempotencyMiddleware
 from interface.http.observability import ObservedLitestar, metrics
@@ -98,6 +100,7 @@ class Runtime:
     reader: Reader
     write_positions: WritePositions
     environment: Environment  # what the process was started with, read once (`interface.environment`)
+    console_sessions: ConsoleSessions  # the console's sessions, recorded in the API's schema
 
     async def open(self) -> None:
         """Opens what lives on the server's event loop: the idempotency keys' async pool."""
@@ -184,6 +187,8 @@ def build_runtime(
     idempotency.create_table()
     write_positions = WritePositions(pool, async_pool, API_SCHEMA)
     write_positions.create_table()
+    console_records = SessionRecords(pool, async_pool, API_SCHEMA, clock)
+    console_records.create_table()
     write_positions.kept_with_events(ledger.recorder)  # no statement of its own per write
     return Runtime(
         settings=settings,
@@ -204,6 +209,7 @@ def build_runtime(
         ),
         write_positions=write_positions,
         environment=environment,
+        console_sessions=ConsoleSessions(console_records, environment.console_address),
     )
 
 
@@ -269,6 +275,10 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
     settlement = runtime.use_cases.settlement
     sweeper = ExpirySweeper(runtime.ledger, settlement, runtime.environment.expiry_sweep_seconds)
     workers = projection_workers(runtime)
+    heavy = runtime.api_settings.heavy_reads
+    heavy_reads = HeavyReads(heavy.per_partner, heavy.wait_seconds)
+    heavy_share = api_pools(runtime.environment.connections).heavy_reads  # of the worker's budget
+    heavy_connections = heavy_pool(runtime.database_url, heavy_share)  # never the API's pool
     callbacks = Callbacks(
         runtime.pool,
         runtime.database_url,
@@ -289,12 +299,16 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
             CustodianTransactionController,
             ChainController,
             PriceController,
-            TransactionReadingController,
             TransactionCallbacksController,
-            ReserveController,
-            ReconciliationController,
+            # the routes that may be heavy reads: a partner's slots taken around them, and only them (a buy
+            # never passes the middleware)
+            Router(
+                "/",
+                route_handlers=[TransactionReadingController, ReserveController, ReconciliationController],
+                middleware=[HeavyReadsMiddleware(heavy_reads)],
+            ),
             *ALTERNATIVE_CONTROLLERS,
-            console_router(),
+            console_router(runtime.console_sessions),
         ],
         dependencies=dependencies(runtime),
         middleware=[
@@ -304,7 +318,7 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
             ReadYourWritesMiddleware(),  # keeps a write's position before its answer (also a stored one)
             IdempotencyMiddleware(),
         ],
-        exception_handlers=EXCEPTION_HANDLERS,
+        exception_handlers=with_console_pages(EXCEPTION_HANDLERS),  # an unknown /console/... path: a page
         before_request=allow_every_method,
         request_class=StrictJsonRequest,
         response_class=LedgerResponse,
@@ -325,6 +339,8 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
                 "projection_names": [spec.name for spec in PROJECTIONS],
                 "pools": runtime.pools,
                 "write_positions": runtime.write_positions,
+                "heavy_reads": heavy_reads,
+                "heavy_pool": heavy_connections,
             }
         ),
         on_startup=[
@@ -334,6 +350,12 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
             callbacks.start,
             *(worker.start for worker in workers),
         ],
-        on_shutdown=[callbacks.stop, partial(stop_all, workers), sweeper.stop, runtime.aclose],
+        on_shutdown=[
+            callbacks.stop,
+            partial(stop_all, workers),
+            sweeper.stop,
+            runtime.aclose,
+            partial(heavy_connections.close, 5.0),  # (litestar would hand a bare `close` the app)
+        ],
         debug=False,
     )

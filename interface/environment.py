@@ -17,7 +17,7 @@ The variables, each with its field, its default, and what it does:
   key=value string.
 - `PGUSER`, `PGDATABASE`, `PGHOST`, `PGPORT`, `PGPASSWORD` (`libpq`, default libpq's): the parts of the
   database's URL that it leaves out.
-- `BROKER_LEDGER_DB_CONNECTIONS` (`connections`, default 6, at least 4): the most connections one process's
+- `BROKER_LEDGER_DB_CONNECTIONS` (`connections`, default 7, at least 5): the most connections one process's
   pools hold together.
 - `BROKER_LEDGER_GROUP_COMMIT` (`group_commit`, default on): "off" commits each save in a transaction of
   its own, as eventsourcing does, rather than several together (`application.store.group_commit`).
@@ -34,9 +34,13 @@ The variables, each with its field, its default, and what it does:
   for GET /metrics to add up.
 - `BROKER_LEDGER_SUPERVISOR_PID` (`supervisor_pid`, default none: the parent process): the `serve` process
   a worker ends with.
+- `BROKER_LEDGER_CONSOLE_ORIGIN` (`console_origin`, default none: `serve`'s own address, else
+  http://127.0.0.1:8000): the origin (`scheme://host[:port]`) people open the web console at, the only one
+  whose pages may post its forms (`interface.console.sessions`); set it to the address behind a proxy.
 
 `serve` sets `BROKER_LEDGER_SETTINGS` (with --settings), `BROKER_LEDGER_VAR`, `DATABASE_URL` (the embedded
-server's, when unset), `BROKER_LEDGER_PROJECTIONS=off` (with --no-projections), `PROMETHEUS_MULTIPROC_DIR` and
+server's, when unset), `BROKER_LEDGER_PROJECTIONS=off` (with --no-projections), `BROKER_LEDGER_CONSOLE_ORIGIN`
+(`http://<host>:<port>` it listens on, when unset), `PROMETHEUS_MULTIPROC_DIR` and
 `BROKER_LEDGER_SUPERVISOR_PID` (with several workers) for its workers; every command sets libpq's
 `PGAPPNAME` (unless set) so that its connections say they are the ledger's.
 
@@ -49,11 +53,13 @@ we hand it: `eventsourcing_env` sets every key it needs.)
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 from application.credentials import DEFAULT_VAR, TOKEN_KEY_ENV, VAR_ENV
 from application.settings import DEFAULT_SETTINGS, SETTINGS_ENV
@@ -76,6 +82,8 @@ DEFAULT_EXPIRY_SWEEP_SECONDS = "15"
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's name
 SUPERVISOR_ENV = "BROKER_LEDGER_SUPERVISOR_PID"  # set by `serve` before it starts its workers
 CONNECTION_NAME_ENV = "PGAPPNAME"  # libpq's default application_name
+CONSOLE_ORIGIN_ENV = "BROKER_LEDGER_CONSOLE_ORIGIN"
+DEFAULT_CONSOLE_ORIGIN = "http://127.0.0.1:8000"  # `serve`'s default address
 Number = TypeVar("Number", int, float)
 LIBPQ_ENV = {
     "user": "PGUSER",
@@ -104,6 +112,7 @@ class Environment:
     delivery: DeliveryConfig
     metrics_dir: str | None
     supervisor_pid: int | None
+    console_origin: str | None = None  # None: unset (`serve` sets its own address for its workers)
 
     @classmethod
     def read(cls, variables: Mapping[str, str] | None = None) -> Environment:
@@ -127,7 +136,13 @@ class Environment:
             delivery=DeliveryConfig.from_env(found),
             metrics_dir=found.get(MULTIPROCESS_ENV) or None,
             supervisor_pid=_pid(found.get(SUPERVISOR_ENV, "")),
+            console_origin=_origin(found.get(CONSOLE_ORIGIN_ENV, "").strip()),
         )
+
+    @property
+    def console_address(self) -> str:
+        """The web console's origin: the one set, else `serve`'s default address."""
+        return self.console_origin or DEFAULT_CONSOLE_ORIGIN
 
 
 def _is_off(value: str) -> bool:
@@ -144,6 +159,36 @@ def _number(kind: type[Number], name: str, value: str) -> Number:
 
 def _stall_seconds(value: str) -> float:
     return _number(float, STALL_SECONDS_ENV, value) if value else DEFAULT_STALL_SECONDS
+
+
+def _origin(value: str) -> str | None:
+    """An origin as browsers send it in `Origin` (scheme and host in lower case, no default port); None when
+    unset; ValueError naming the variable for anything else (a path, a user, another scheme)."""
+    if not value:
+        return None
+    parts = urlsplit(value)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or port == -1:
+        raise ValueError(
+            f"{CONSOLE_ORIGIN_ENV} must be an origin such as https://ledger.example, not {value!r}"
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"{CONSOLE_ORIGIN_ENV} must be an origin without a path, not {value!r}")
+    return origin_of(parts.scheme, parts.hostname, port)
+
+
+def origin_of(scheme: str, host: str, port: int | None) -> str:
+    """The origin of `scheme://host:port` as a browser writes it (an IPv6 address in brackets, the scheme's
+    default port left out)."""
+    scheme, host = scheme.lower(), host.lower()
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).version == 6:
+            host = f"[{host}]"
+    default = {"http": 80, "https": 443}[scheme]
+    return f"{scheme}://{host}" if port in (None, default) else f"{scheme}://{host}:{port}"
 
 
 def _pid(value: str) -> int | None:

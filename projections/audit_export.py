@@ -1,9 +1,10 @@
 """`audit export`: the events of a period as JSON Lines, for an external auditor.
 
-The period [from, to) is judged by each event's own timestamp (the `timestamp` in its stored state: when
-the ledger decided it), not by when it was committed. Lines come in notification order, the log's one
-global order, so they are not strictly sorted by timestamp (events saved together take their timestamps
-moments apart, in the order the aggregates made them). Each line holds:
+The period (from, to], as every period of the API and the command line, is judged by each event's own
+timestamp (the `timestamp` in its stored state: when the ledger decided it), not by when it was committed.
+Lines come in notification order, the log's one global order, so they are not strictly sorted by timestamp
+(events saved together take their timestamps moments apart, in the order the aggregates made them). Each
+line holds:
 
     notification_id, aggregate_id, version, type (the event's topic), timestamp,
     data: the event's decoded fields (amounts as JSON numbers, exactly as recorded),
@@ -49,7 +50,7 @@ class Exported:
 
 
 def export(url: str, from_: datetime, to: datetime, out: TextIO) -> Exported:
-    """Writes every event whose timestamp is in [from_, to) to `out`, one JSON object a line.
+    """Writes every event whose timestamp is in (from_, to] to `out`, one JSON object a line.
     Naive datetimes are taken as UTC."""
     start, end = _aware(from_), _aware(to)
     log_app = LedgerLog(env=small_pool(eventsourcing_env(url, EVENTS_SCHEMA)))
@@ -61,7 +62,7 @@ def export(url: str, from_: datetime, to: datetime, out: TextIO) -> Exported:
             for row in cursor:
                 state = _decode(log_app.mapper, row)
                 timestamp = state.pop("timestamp")
-                if not start <= timestamp < end:
+                if not start < timestamp <= end:
                     continue
                 out.write(_encoder.encode(_line(row, timestamp, state)).decode() + "\n")
                 lines += 1

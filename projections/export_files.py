@@ -6,21 +6,35 @@ Amounts are never floats. In Parquet an amount column is a decimal128 at the lar
 it holds (the places the settings give each asset), so every value is exact; a value that would need more
 places refuses the export rather than being rounded. In CSV every amount is written positionally at its
 own asset's scale (`0.00100000` BTC, `12.50` EUR). Times are UTC timestamps with their zone (ISO 8601 with
-`+00:00` in CSV), days are dates.
+`+00:00` in CSV), days are dates. A text cell of the CSV that a spreadsheet would take for a formula (it
+begins with `=`, `+`, `-`, `@`, a tab or a carriage return) is written with a leading `'`, as OWASP advises;
+the type of the column decides, so numbers (a negative amount) are never touched.
+
+An export writes only its own files (`OutputFolder`): the folder is opened once, not through a link, and each
+file is written under a temporary name created exclusively (`O_EXCL | O_NOFOLLOW`) in it, then renamed into
+place; an output folder or an existing file of the export's names that is a symbolic link is refused
+(`UnsafeOutput`), so nothing outside the folder changes. The manifest's checksums are those of the bytes
+written.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
+import io
 import json
+import os
+import secrets
+import stat
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol, TextIO
 
 import psycopg
 import pyarrow as pa
@@ -33,6 +47,104 @@ FORMATS = ("parquet", "csv")
 MANIFEST = "manifest.json"
 DECIMAL_PRECISION = 38  # decimal128's widest: every amount the ledger keeps fits at 18 places
 Progress = Callable[[str, int, int], None]  # (file, rows written so far, rows in all)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
+NEW_FILE_MODE = 0o666  # the usual mode, less the umask, as open() gives
+
+
+class UnsafeOutput(Exception):
+    """An output folder, or a file in it, that is a symbolic link: refused, never written through."""
+
+
+def refuse_link(path: Path) -> None:
+    """Raises UnsafeOutput when `path` is a symbolic link (a missing path is fine)."""
+    if path.is_symlink():
+        raise UnsafeOutput(f"{path} is a symbolic link: refused (an export never writes through a link)")
+
+
+def prepare_folder(path: Path) -> None:
+    """The output folder, created with its missing parents; UnsafeOutput if it is a link."""
+    refuse_link(path)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+@dataclass
+class Draft:
+    """A file being written under its temporary name; its sha256 once it is complete."""
+
+    stream: BinaryIO
+    sha256: str = ""
+    _text: io.TextIOWrapper | None = None
+
+    def text(self) -> TextIO:
+        """The draft as UTF-8 text, newlines written as given."""
+        if self._text is None:
+            self._text = io.TextIOWrapper(self.stream, encoding="utf-8", newline="")
+        return self._text
+
+    def finish(self) -> None:
+        """Flushes what was written to disk and hashes the bytes of the file as they are."""
+        if self._text is not None:
+            self._text.flush()
+            self._text.detach()
+            self._text = None
+        self.stream.flush()
+        os.fsync(self.stream.fileno())
+        self.stream.seek(0)
+        digest = hashlib.sha256()
+        while chunk := self.stream.read(1 << 20):
+            digest.update(chunk)
+        self.sha256 = digest.hexdigest()
+
+
+class OutputFolder:
+    """A folder that an export writes only its own files into. It is opened once, not through a link (every
+    name below is resolved in the folder opened, whatever later happens to its path); each file is written
+    under a temporary name created exclusively (`O_EXCL | O_NOFOLLOW`) and renamed into place, so a link
+    or a hard link planted under a file's name is never written through."""
+
+    def __init__(self, path: Path) -> None:
+        refuse_link(path)
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    def __enter__(self) -> OutputFolder:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        os.close(self.fd)
+
+    def existing(self, name: str) -> os.stat_result | None:
+        """What is under `name` in the folder, not following a link: None if nothing, UnsafeOutput if a
+        link."""
+        try:
+            found = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(found.st_mode):
+            refuse_link(self.path / name)
+        return found
+
+    @contextmanager
+    def replacing(self, name: str) -> Iterator[Draft]:
+        """A draft of the file `name`, renamed into place once the block ends without an error, and removed
+        if it raises; UnsafeOutput if a link is under that name, before or after the draft is written."""
+        found = self.existing(name)
+        if found is not None and stat.S_ISDIR(found.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(self.path / name))
+        temporary = f".{name}.{secrets.token_hex(8)}.tmp"
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temporary, flags, NEW_FILE_MODE, dir_fd=self.fd)
+        try:
+            with os.fdopen(fd, "w+b") as stream:
+                draft = Draft(stream)
+                yield draft
+                draft.finish()
+            self.existing(name)  # a link planted meanwhile is refused as well
+            os.replace(temporary, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(temporary, dir_fd=self.fd)
+            raise
 
 
 @dataclass
@@ -90,9 +202,9 @@ def arrow_schema(extract: Extract, assets: Assets) -> pa.Schema:
 class ParquetSink:
     """Rows appended to one Parquet file, a row group per batch."""
 
-    def __init__(self, path: Path, extract: Extract, assets: Assets) -> None:
+    def __init__(self, draft: Draft, extract: Extract, assets: Assets) -> None:
         self.schema = arrow_schema(extract, assets)
-        self.writer = pq.ParquetWriter(path, self.schema)
+        self.writer = pq.ParquetWriter(draft.stream, self.schema)
 
     def write(self, rows: list[tuple[Any, ...]]) -> None:
         columns = list(zip(*rows, strict=True)) if rows else [()] * len(self.schema)
@@ -104,11 +216,11 @@ class ParquetSink:
 
 
 class CsvSink:
-    """Rows appended to one CSV file with a header, each amount at its own asset's scale."""
+    """Rows appended to one CSV file with a header, each amount at its own asset's scale, each text cell
+    that would be a formula made inert."""
 
-    def __init__(self, path: Path, extract: Extract, assets: Assets) -> None:
-        self.stream = path.open("w", encoding="utf-8", newline="")
-        self.writer = csv.writer(self.stream)
+    def __init__(self, draft: Draft, extract: Extract, assets: Assets) -> None:
+        self.writer = csv.writer(draft.text())
         self.writer.writerow([column.name for column in extract.columns])
         self.extract, self.places = extract, assets.places
         self.index = {column.name: i for i, column in enumerate(extract.columns)}
@@ -121,18 +233,26 @@ class CsvSink:
         for column, value in zip(self.extract.columns, row, strict=True):
             if isinstance(value, Decimal) and column.asset:
                 cells.append(positional(value, self.places.get(row[self.index[column.asset]])))
+            elif column.kind is Kind.TEXT:
+                cells.append(inert(text_of(value)))
             else:
                 cells.append(text_of(value))
         return cells
 
     def close(self) -> None:
-        self.stream.close()
+        """Nothing to close: the draft is finished by its folder."""
 
 
 def positional(amount: Decimal, places: int | None) -> str:
     """An amount without exponent, at its asset's scale unless it has more places (then as it is)."""
     written = Asset("", places).written(amount) if places is not None else amount
     return format(written, "f")
+
+
+def inert(text: str) -> str:
+    """A text cell a spreadsheet shows as text, never runs as a formula: one that begins with a formula's
+    character gets a leading `'` (OWASP, "CSV Injection")."""
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def text_of(value: Any) -> str:
@@ -152,34 +272,28 @@ def write_extract(
     conn: psycopg.Connection,
     extract: Extract,
     period: Period,
-    path: Path,
+    folder: OutputFolder,
+    name: str,
     assets: Assets,
     progress: Progress | None = None,
 ) -> Written:
-    """One extract written to `path` in the format its suffix names, batch by batch."""
+    """One extract written to the folder's file `name` in the format its suffix names, batch by batch."""
     total = count_rows(conn, extract, period) if progress else 0
-    written = Written(path.name)
-    sink = SINKS[path.suffix.removeprefix(".")](path, extract, assets)
-    try:
-        for batch in read_batches(conn, extract, period):
-            sink.write(batch)
-            written.add(extract, batch)
-            if progress:
-                progress(path.name, written.rows, total)
-        if written.rows == 0:
-            sink.write([])  # a Parquet file of no rows still has its schema
-    finally:
-        sink.close()
-    written.sha256 = sha256_of(path)
+    written = Written(name)
+    with folder.replacing(name) as draft:
+        sink = SINKS[Path(name).suffix.removeprefix(".")](draft, extract, assets)
+        try:
+            for batch in read_batches(conn, extract, period):
+                sink.write(batch)
+                written.add(extract, batch)
+                if progress:
+                    progress(name, written.rows, total)
+            if written.rows == 0:
+                sink.write([])  # a Parquet file of no rows still has its schema
+        finally:
+            sink.close()
+    written.sha256 = draft.sha256
     return written
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def export_period(
@@ -191,17 +305,30 @@ def export_period(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Writes every extract of the period into `out` (which must exist) and the manifest; returns the
-    manifest. All extracts are read in one read-only repeatable-read transaction: they agree."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-        conn.read_only = True
-        conn.autocommit = False
-        with conn.transaction():
-            files = [
-                write_extract(conn, extract, period, out / f"{extract.name}.{file_format}", assets, progress)
-                for extract in EXTRACTS
-            ]
-    manifest = {
+    manifest. All extracts are read in one read-only repeatable-read transaction: they agree. UnsafeOutput,
+    before anything is written, if `out` or a file of the export's names in it is a symbolic link."""
+    names = [f"{extract.name}.{file_format}" for extract in EXTRACTS]
+    with OutputFolder(out) as folder:
+        for name in (*names, MANIFEST):
+            folder.existing(name)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.read_only = True
+            conn.autocommit = False
+            with conn.transaction():
+                files = [
+                    write_extract(conn, extract, period, folder, name, assets, progress)
+                    for extract, name in zip(EXTRACTS, names, strict=True)
+                ]
+        manifest = manifest_of(period, file_format, files, assets)
+        with folder.replacing(MANIFEST) as draft:
+            draft.text().write(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def manifest_of(period: Period, file_format: str, files: list[Written], assets: Assets) -> dict[str, Any]:
+    """What was asked, and per file its rows, sums and sha256."""
+    return {
         "partner": period.partner,
         "from": period.start.isoformat(),
         "to": period.end.isoformat(),
@@ -209,5 +336,3 @@ def export_period(
         "period": "(from, to]: events after from, up to and including to",
         "files": [written.entry(assets.places) for written in files],
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return manifest

@@ -44,7 +44,9 @@ When each event posts:
 - `ReserveAdjustment.Recorded`: opening balance Dr reserve, Cr equity; move Dr target, Cr source reserve,
   in the books of the adjustment's partner.
 Every other event (customers, accounts, limits, `SendoutSeen`, `PayoutConfirming`...) only moves the
-position. The rules themselves are in `projections.posting_rules`.
+position. The rules themselves are in `projections.posting_rules`. Beside the postings, in the same
+transactions, the view keeps `read.chain_reports` (`projections.chain_reports`): the chain reports and
+commits a reconciliation matches against these postings, by partner and time.
 """
 
 from __future__ import annotations
@@ -63,8 +65,10 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed
 
+from domain.chain_reports import DisputedReport
 from domain.reserves import BUILT_IN, ReserveAdjustment
 from domain.transaction import Transaction, TransactionType
+from projections import chain_reports
 from projections import posting_rules as rules
 from projections.json_rows import ANY_ID, as_json, json_rows
 from projections.partner_policies import mapping_statements, partner_rows, whole_ledger_rows
@@ -108,11 +112,16 @@ PLACES = """CREATE TABLE IF NOT EXISTS {reserve_places} (
     created timestamptz NOT NULL,
     PRIMARY KEY (partner, name))"""
 # Whether the view's tables are of the shape before reserves were each partner's own book (balances
-# without a partner): such tables cannot hold a partner's books, and are dropped to be rebuilt from the log.
-SHARED_BOOK_SHAPE = """SELECT EXISTS (SELECT FROM information_schema.tables
+# without a partner), or before the chain reports were kept beside them: such tables cannot hold a partner's
+# books (or lack the reports of the events they posted), and are dropped to be rebuilt from the log.
+SHARED_BOOK_SHAPE = """SELECT (EXISTS (SELECT FROM information_schema.tables
         WHERE table_schema = %(schema)s AND table_name = 'balances')
     AND NOT EXISTS (SELECT FROM information_schema.columns
-        WHERE table_schema = %(schema)s AND table_name = 'balances' AND column_name = 'partner') AS shared"""
+        WHERE table_schema = %(schema)s AND table_name = 'balances' AND column_name = 'partner'))
+    OR (EXISTS (SELECT FROM information_schema.tables
+        WHERE table_schema = %(schema)s AND table_name = 'postings')
+    AND NOT EXISTS (SELECT FROM information_schema.tables
+        WHERE table_schema = %(schema)s AND table_name = 'chain_reports')) AS shared"""
 
 
 @dataclass(frozen=True)
@@ -162,7 +171,7 @@ class PendingPostings:
 
 
 class Postings(ReadModel):
-    tables = ("postings", "balances", "posting_deals", "reserve_places")
+    tables = ("postings", "balances", "posting_deals", "reserve_places", chain_reports.TABLE)
 
     def create_statements(self) -> list[Composed]:
         """The tables, with their policies: a partner's books (`partner_rows`); the deals, no one partner's
@@ -172,7 +181,9 @@ class Postings(ReadModel):
         statements += [
             SQL(ddl).format(**names) for ddl in (POSTINGS, POSTINGS_INDEX, BALANCES, DEALS, PLACES)
         ]
-        statements += [partner_rows(self.table, name) for name in ("postings", "balances", "reserve_places")]
+        statements += chain_reports.create_statements(self.table)
+        partners = ("postings", "balances", "reserve_places", chain_reports.TABLE)
+        statements += [partner_rows(self.table, name) for name in partners]
         return [*statements, whole_ledger_rows(self.table, "posting_deals")]
 
     def _create_table(self, curs: Cursor[DictRow]) -> None:
@@ -218,12 +229,15 @@ class Postings(ReadModel):
         deal_id: UUID | None = None,
         state: DealState | None = None,
         places: list[tuple[str, str, str, datetime]] = (),
+        report: tuple[Any, ...] | None = None,
     ) -> None:
-        """Writes the posting, the deal's new state (None: forgotten) and the names of reserves (partner,
-        name, type, created), with `tracking`."""
+        """Writes the posting, the deal's new state (None: forgotten), the names of reserves (partner,
+        name, type, created) and the chain report (`projections.chain_reports`), with `tracking`."""
         with self.recording(tracking) as curs:
             if posting is not None:
                 self._post(curs, tracking.notification_id, posting)
+            if report is not None:
+                chain_reports.append(self, curs, report)
             if deal_id is not None:
                 self._keep(curs, deal_id, state)
             if places:
@@ -314,7 +328,8 @@ class PostingsProjection(Projection[Postings]):
     def _confirming(self, event: Transaction.Confirming, tracking: Tracking) -> None:
         state = self._state(event)
         if state.memo:  # a later report, still short of the confirmations required: posted already
-            self.view.skip(tracking)
+            report = chain_reports.report_row(event, state.deal, tracking.notification_id, first_seen=False)
+            self.view.record(tracking, report=report)
             return
         amount = event.payment.amount
         entries = rules.deposit_seen(state.deal.crypto, amount)
@@ -362,6 +377,15 @@ class PostingsProjection(Projection[Postings]):
         self._post(tracking, event, state, entries)
 
     @process_event.register
+    def _sendout_seen(self, event: Transaction.SendoutSeen, tracking: Tracking) -> None:
+        report = chain_reports.report_row(event, self._state(event).deal, tracking.notification_id, False)
+        self.view.record(tracking, report=report)
+
+    @process_event.register
+    def _disputed(self, event: DisputedReport.Recorded, tracking: Tracking) -> None:
+        self.view.record(tracking, report=chain_reports.disputed_row(event, tracking.notification_id))
+
+    @process_event.register
     def _adjusted(self, event: ReserveAdjustment.Recorded, tracking: Tracking) -> None:
         entries = rules.adjustment(
             event.kind, event.asset_code, event.amount, event.to_reserve, event.from_reserve
@@ -390,4 +414,5 @@ class PostingsProjection(Projection[Postings]):
         deal = state.deal
         name = type(event).__name__
         posting = Posting(name, event.at, entries, deal.partner, deal.code) if entries else None
-        self.view.record(tracking, posting, deal_id=event.originator_id, state=keep)
+        report = chain_reports.report_row(event, deal, tracking.notification_id, first_seen=not state.memo)
+        self.view.record(tracking, posting, deal_id=event.originator_id, state=keep, report=report)

@@ -36,6 +36,9 @@ is often there before a round ends, so waiting for it does not space the rounds.
 than `SMALL_ROUND` events, the next starts no sooner than `ROUND_SECONDS` after it started, and gathers what
 was stored meanwhile. A write after a quiet spell is read at once (the last round started long before), and
 a busy worker (rounds of `SMALL_ROUND` events or more) reads at once, so the pacing never lets it fall behind.
+
+Between rounds, on the same connection, a worker holds the analysts' sessions to their limits, once a second
+(`projections.analyst_watch`).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from psycopg import sql
 from application.store.database import PROJECTION_TIMEOUTS, eventsourcing_env, pool_settings
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections import status
+from projections.analyst_watch import AnalystWatch
 from projections.connection import connect, lend, try_lock, unlock
 from projections.lanes import Lane, PageDecoder, apply_alone, moved, read_page
 from projections.runner import PAGE, Decode, ProjectionFailed, ProjectionSpec, open_view
@@ -138,6 +142,7 @@ class ProjectionWorker:
         self._free_before: frozenset[str] = frozenset()  # others' projections found free at the last look
         self._uncleared: set[str] = set()  # led projections whose failure may still be on record
         self._look_at = 0.0  # when to try the locks of the projections not led
+        self.analysts = AnalystWatch()  # holds the analysts to their limits (`projections.analyst_watch`)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="projections", daemon=True)
 
@@ -199,11 +204,12 @@ class ProjectionWorker:
         listening = False
         while not self._stopped.is_set():
             self._take_free(connection)
+            self.analysts.look(connection)
             if bool(self._lanes) != listening:
                 listening = not listening
                 connection.execute(sql.SQL("LISTEN {}" if listening else "UNLISTEN {}").format(channel))
             if not self._lanes:
-                self._stopped.wait(max(self._look_at - time.monotonic(), 0))
+                self._stopped.wait(max(min(self._look_at, self.analysts.next_look) - time.monotonic(), 0))
                 continue
             started = time.monotonic()
             self._wait(connection, self._rounds(connection, log_app), started)
@@ -218,6 +224,7 @@ class ProjectionWorker:
             if notifications:
                 apply_together(connection, lanes, notifications, PageDecoder(log_app.mapper.to_domain_event))
             self._settle(connection, lanes)
+            self.analysts.look(connection)  # also while it catches up a long way
             read += len(notifications)
             if len(notifications) < self.page:
                 break

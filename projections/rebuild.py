@@ -23,15 +23,23 @@ process that ends without its report failed its group. It pays where cores are t
 cores, where PostgreSQL needs one, two processes rebuilt 60,000 events 0 to 20 % faster than one, and 20,000
 a little slower (each process's start, about half a second, and its own reading of the log cost more than
 the second core gives): so by default a process per projection, up to one per two cores (`rebuild_processes`).
+
+A rebuild empties its tables with TRUNCATE, which waits for every lock on them, an analyst's `LOCK TABLE ...
+IN ACCESS SHARE MODE` or open transaction included. So it waits at most `RESET_LOCK_SECONDS` for them; then
+it ends the analysts' sessions that hold a lock on its tables (`analyst_watch.end_lock_holders`) and tries
+again, for at most the connection's lock timeout (`PROJECTION_TIMEOUTS`) in all: a rebuild whose tables other
+sessions keep locked fails then, as it did before, rather than wait for ever.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import multiprocessing
 import os
 import queue
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,13 +47,16 @@ from functools import partial
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+import psycopg
 from eventsourcing.persistence import Notification
 
-from application.store.database import eventsourcing_env
+from application.store.database import PROJECTION_TIMEOUTS, eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
+from projections.analyst_watch import end_lock_holders
 from projections.catalog import by_name
 from projections.connection import locked
 from projections.lanes import Lane, PageDecoder, Progress, apply_alone, moved, read_page
+from projections.postgres import ReadModel
 from projections.runner import Decode, ProjectionSpec, open_view
 
 GC_ALLOCATIONS = 100_000  # see `fewer_collections`
@@ -53,6 +64,8 @@ CORES_PER_PROCESS = 2  # see `rebuild_processes`
 REBUILD_PAGE = 5000  # events read and written per transaction by a rebuild (a live page: `runner.PAGE`)
 SILENT_SECONDS = 0.5  # how long the queue may stay empty before the processes' ends are looked at
 STOP_SECONDS = 15.0  # how long a process that has reported may take to end before it is killed
+RESET_LOCK_SECONDS = 1.0  # how long a rebuild's TRUNCATE waits for its locks before it ends analysts' holds
+log = logging.getLogger("broker_ledger.projections")
 
 
 def replay_all(
@@ -150,10 +163,52 @@ def rebuilding(
                 continue
             view = open_view(url, spec, connection=connection)
             stack.callback(view.datastore.close)
-            views.append((spec, view))
+            views.append((spec, view, connection))
         with ThreadPoolExecutor(max(len(views), 1), thread_name_prefix="reset") as pool:
-            list(pool.map(lambda opened: opened[1].reset(), views))
-        yield [Lane(spec, view) for spec, view in views], busy
+            list(pool.map(lambda opened: reset(opened[1], opened[2]), views))
+        yield [Lane(spec, view) for spec, view, _ in views], busy
+
+
+def reset(view: ReadModel, connection: psycopg.Connection[Any]) -> None:
+    """Empties `view` (`reset`, on `connection`, its own) without waiting behind an analyst (see above)."""
+    tables = [view.table(name).as_string(connection) for name in view.tables]
+    patience = time.monotonic() + PROJECTION_TIMEOUTS.lock
+    with lock_timeout(connection, RESET_LOCK_SECONDS):
+        while True:
+            try:
+                view.reset()
+                return
+            except Exception as error:
+                if not _lock_timed_out(error) or time.monotonic() > patience:
+                    raise
+                ended = end_lock_holders(connection, tables)
+                log.info(
+                    "emptying %s: waited %.0f s for locks; ended %d analysts' sessions that held them",
+                    ", ".join(tables),
+                    RESET_LOCK_SECONDS,
+                    len(ended),
+                )
+
+
+@contextlib.contextmanager
+def lock_timeout(connection: psycopg.Connection[Any], seconds: float) -> Iterator[None]:
+    """`connection`'s session waits at most `seconds` for a lock while inside."""
+    row = connection.execute("SELECT current_setting('lock_timeout') AS value").fetchone()
+    before = row["value"] if isinstance(row, dict) else row[0]
+    connection.execute("SELECT set_config('lock_timeout', %s, false)", (f"{round(seconds * 1000)}ms",))
+    try:
+        yield
+    finally:
+        connection.execute("SELECT set_config('lock_timeout', %s, false)", (before,))
+
+
+def _lock_timed_out(error: BaseException | None) -> bool:
+    """Whether `error` or one it was raised from is a lock timeout (eventsourcing wraps psycopg's errors)."""
+    while error is not None:
+        if isinstance(error, psycopg.errors.LockNotAvailable):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 @dataclass(frozen=True)

@@ -3,51 +3,46 @@ matched to its transaction and its posting, with the differences an auditor must
 
 The period is (start, end], on the history's time base (an event's `at`, when the ledger decided it): the
 opening is the books as they stood at `start` (what `asOf=start` shows), the closing as they stood at `end`.
+Everything is read from the `Postings` view's tables, by the partner's indexes, in one transaction and up
+to one position of the view: a reconciliation never reads the event log, and costs what the partner's own
+reports and postings cost, whatever other partners recorded.
 
 - Reserves: per reserve (`reserve:<name>`) and asset, from the partner's rows of `read.postings`: the
   opening (postings up to `start`), the period's postings and the closing (postings up to `end`), summed
   apart; opening + postings = closing must hold, and when nothing was posted to the reserve after `end`
   the closing must also equal the balance `read.balances` keeps (kept by `projections.ledger_postings`).
-- Chain reports, from the log: the events a deposit or sendout report recorded on a transaction (Confirming,
-  ToPayout, Completed, Blocked, PaidLate, SendoutSeen), each with the posting it made, and the reports that
-  changed no transaction (`domain.chain_reports.DisputedReport`).
+- Chain reports, from `read.chain_reports` (`projections.chain_reports`): the events a deposit or sendout
+  report recorded on a transaction (Confirming, ToPayout, Completed, Blocked, PaidLate, SendoutSeen), each
+  with whether the posting it made is in `read.postings`, in the log's order: a page of them (`Window`), and
+  how many there are.
 - Differences, by kind: `reported_not_expected` (a payment to no sell's address, a sendout of no waiting
   buy, a payment to an expired sell), `expected_not_reported` (a buy committed by `end` whose sendout no
   report showed by then), `amount_mismatch` (a payment of another amount than quoted, a transfer reported
   again with another amount), `confirmation_mismatch` (a transfer reported again with fewer confirmations),
   `reported_twice` (a second transfer for one transaction, or one transfer for two), `not_posted` (a report
-  whose posting the ledger's postings lack), `reserve_unbalanced`.
+  whose posting the ledger's postings lack), `reserve_unbalanced`; the reports that changed no transaction
+  (`domain.chain_reports.DisputedReport`) are differences by why. Only the rows that show one are read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
-from uuid import UUID
 
 import psycopg
-from eventsourcing.utils import get_topic
 from psycopg.rows import dict_row
 from psycopg.sql import SQL, Identifier
 
-from application.store.database import eventsourcing_env
-from application.store.log import EVENTS_SCHEMA, LedgerLog
-from domain.chain_reports import Dispute, DisputedReport
-from domain.transaction import Transaction, TransactionType
-from projections.audit_sql import small_pool, snapshot, table_exists
+from domain.chain_reports import Dispute
+from projections.audit_sql import snapshot, table_exists
+from projections.chain_reports import DISPUTED, TABLE
 from projections.postgres import READ_SCHEMA
 from projections.posting_rules import RESERVE_PREFIX
 from projections.reserve_positions import read_position
 
-T = Transaction
-OPENED = (T.Staged, T.Initiated)
-REPORTED = (T.SendoutSeen, T.Confirming, T.ToPayout, T.Completed, T.Blocked, T.PaidLate)
-POSTING = (T.ToPayout, T.Completed, T.Blocked, T.PaidLate)  # every one posts (a first Confirming too)
-TOPICS = [get_topic(cls) for cls in (*OPENED, T.Committed, *REPORTED, DisputedReport.Recorded)]
-PAGE = 5000
 DISPUTE_KINDS = {
     Dispute.ADDRESS_UNKNOWN: "reported_not_expected",
     Dispute.TRANSACTION_UNKNOWN: "reported_not_expected",
@@ -110,30 +105,21 @@ class Reconciliation:
     partner: str
     period: Period
     reserves: list[ReserveRollForward] = field(default_factory=list)
-    reports: list[ChainReport] = field(default_factory=list)
-    differences: list[Difference] = field(default_factory=list)
+    reports: list[ChainReport] = field(default_factory=list)  # the window's (every one without a limit)
+    report_total: int = 0
+    differences: list[Difference] = field(default_factory=list)  # every one
 
     @property
     def clean(self) -> bool:
         return not self.differences
 
 
-def happened_at(event: Any) -> datetime:
-    """An event's time on the history's time base: its `at`, else the store's timestamp."""
-    return getattr(event, "at", event.timestamp)
+@dataclass(frozen=True)
+class Window:
+    """Which reports to read, in the log's order: from `offset`, at most `limit` (None: every one)."""
 
-
-def chain_events(recorder: Any, mapper: Any, stop: int) -> Iterator[tuple[int, Any]]:
-    """(notification id, event) of every event a reconciliation reads, in the log's order, up to `stop`
-    (the position the postings were read at, so that no report is judged unposted for being newer)."""
-    start = 1
-    while start <= stop:
-        page = recorder.select_notifications(start, PAGE, stop=stop, topics=TOPICS)
-        for notification in page:
-            yield notification.id, mapper.to_domain_event(notification)
-        if len(page) < PAGE:
-            return
-        start = page[-1].id + 1
+    offset: int = 0
+    limit: int | None = None
 
 
 RESERVES_SQL = """SELECT p.partner, p.account, p.currency_code,
@@ -146,9 +132,6 @@ RESERVES_SQL = """SELECT p.partner, p.account, p.currency_code,
   WHERE p.account LIKE %(reserves)s AND (%(partner)s::text IS NULL OR p.partner = %(partner)s)
   GROUP BY p.partner, p.account, p.currency_code, b.balance
   ORDER BY p.partner, p.currency_code, p.account"""
-POSTED_SQL = """SELECT DISTINCT notification_id FROM {postings}
-  WHERE at > %(start)s AND at <= %(end)s AND transaction_code IS NOT NULL
-    AND (%(partner)s::text IS NULL OR partner = %(partner)s)"""
 
 
 def read_reserves(
@@ -174,47 +157,85 @@ def read_reserves(
     return found
 
 
-def read_posted(
-    conn: psycopg.Connection[Any], partner: str | None, period: Period, schema: str = READ_SCHEMA
-) -> set[int]:
-    """The positions of the events of the period that posted to a transaction's books."""
-    if not table_exists(conn, schema, "postings"):
-        return set()
-    statement = SQL(POSTED_SQL).format(postings=Identifier(schema, "postings"))
-    bounds = {"start": period.start, "end": period.end, "partner": partner}
-    rows = conn.cursor(row_factory=dict_row).execute(statement, bounds).fetchall()
-    return {row["notification_id"] for row in rows}
+# the partner's rows of the period up to the view's position (`projections.chain_reports`: 'Committed' and
+# 'Disputed' are its events of a commit and of a report that changed nothing); whether a row's event posted
+# is whether the postings hold its position (NULL for an event that posts nothing)
+IN_PERIOD = """r.partner = %(partner)s AND r.at > %(start)s AND r.at <= %(end)s
+    AND r.notification_id <= %(position)s AND r.event <> 'Committed'"""
+POSTED = """EXISTS (SELECT FROM {postings} p WHERE p.notification_id = r.notification_id
+    AND p.partner = r.partner AND p.transaction_code IS NOT NULL)"""
+ROWS = "SELECT r.*, CASE WHEN r.posts THEN " + POSTED + " END AS posted FROM {reports} r WHERE " + IN_PERIOD
+REPORTS_SQL = f"{ROWS} AND r.event <> 'Disputed' ORDER BY r.notification_id LIMIT %(limit)s OFFSET %(offset)s"
+COUNT_SQL = f"SELECT count(*) AS total FROM {{reports}} r WHERE {IN_PERIOD} AND r.event <> 'Disputed'"
+DIFFERING_SQL = f"""{ROWS}
+    AND (r.event IN ('Disputed', 'Blocked', 'PaidLate') OR (r.posts AND NOT {POSTED}))
+  ORDER BY r.notification_id"""
+# the buys committed by the end whose sendout no report showed by then
+AWAITING_SQL = """SELECT c.transaction_code, c.at FROM {reports} c
+  WHERE c.partner = %(partner)s AND c.event = 'Committed' AND c.at <= %(end)s
+    AND c.notification_id <= %(position)s
+    AND NOT EXISTS (SELECT FROM {reports} r WHERE r.transaction_id = c.transaction_id
+      AND r.notification_id > c.notification_id AND r.notification_id <= %(position)s AND r.at <= %(end)s
+      AND r.event NOT IN ('Committed', 'Disputed'))
+  ORDER BY c.notification_id"""
+PARTNERS_SQL = "SELECT DISTINCT partner FROM {reports} WHERE notification_id <= %(position)s"
 
 
-def partners_of(events: Sequence[tuple[int, Any]]) -> set[str]:
-    """Every partner with a transaction or a disputed report in the log."""
-    found = set()
-    for _, event in events:
-        if isinstance(event, OPENED):
-            found.add(event.order.partner)
-        elif isinstance(event, DisputedReport.Recorded):
-            found.add(event.partner)
-    return found
-
-
-def reconcile(
+def read_reconciliation(
+    conn: psycopg.Connection[Any],
     partner: str,
     period: Period,
-    events: Iterable[tuple[int, Any]],
+    position: int,
     reserves: list[ReserveRollForward],
-    posted: set[int],
+    window: Window = Window(),
+    schema: str = READ_SCHEMA,
 ) -> Reconciliation:
-    """The partner's reconciliation of the period, from the log's events (`chain_events`) and its postings."""
+    """The partner's reconciliation of the period, as the `Postings` view held it at `position` (read
+    first, in the same transaction): its reports in `window`, how many there are, every difference."""
     done = Reconciliation(partner, period, reserves=reserves)
-    matcher = ReportMatcher(partner, period, posted)
-    for position, event in events:
-        matcher.take(position, event)
-    done.reports = matcher.reports
-    done.differences = [
-        *(unbalanced(partner, period, rolled) for rolled in reserves if not rolled.balanced),
-        *sorted(matcher.differences(), key=lambda d: (d.at, d.kind, d.tx_id)),
-    ]
+    unbalanced_reserves = [unbalanced(partner, period, r) for r in reserves if not r.balanced]
+    if not table_exists(conn, schema, TABLE):
+        done.differences = unbalanced_reserves
+        return done
+    tables = {"reports": Identifier(schema, TABLE), "postings": Identifier(schema, "postings")}
+    bounds = {"partner": partner, "start": period.start, "end": period.end, "position": position}
+    paged = {**bounds, "limit": window.limit, "offset": window.offset}
+    cursor = conn.cursor(row_factory=dict_row)
+    done.reports = [report_of(row) for row in cursor.execute(SQL(REPORTS_SQL).format(**tables), paged)]
+    done.report_total = cursor.execute(SQL(COUNT_SQL).format(**tables), bounds).fetchone()["total"]
+    found = [*differences_of(cursor.execute(SQL(DIFFERING_SQL).format(**tables), bounds).fetchall())]
+    found += [awaiting(period, row) for row in cursor.execute(SQL(AWAITING_SQL).format(**tables), bounds)]
+    done.differences = [*unbalanced_reserves, *sorted(found, key=lambda d: (d.at, d.kind, d.tx_id))]
     return done
+
+
+def report_of(row: Mapping[str, Any]) -> ChainReport:
+    return ChainReport(
+        report=row["report"],
+        transaction_code=row["transaction_code"],
+        tx_id=row["tx_id"],
+        amount=row["crypto_amount"],
+        confirmations=row["confirmations"],
+        event=row["event"],
+        at=row["at"],
+        posted=row["posted"],
+    )
+
+
+def differences_of(rows: list[Mapping[str, Any]]) -> list[Difference]:
+    """What the reports that show a difference show: a disputed report by why; a recorded one by
+    `judged`."""
+    return [
+        difference
+        for row in rows
+        for difference in ([disputed(row)] if row["event"] == DISPUTED else judged(report_of(row), row))
+    ]
+
+
+def awaiting(period: Period, row: Mapping[str, Any]) -> Difference:
+    code, at = row["transaction_code"], row["at"]
+    detail = f"buy {code} committed at {at.isoformat()}: no sendout reported by {period.end.isoformat()}"
+    return Difference("expected_not_reported", "sendout", "", at, detail, code)
 
 
 def unbalanced(partner: str, period: Period, rolled: ReserveRollForward) -> Difference:
@@ -225,142 +246,64 @@ def unbalanced(partner: str, period: Period, rolled: ReserveRollForward) -> Diff
     return Difference("reserve_unbalanced", "reserve", "", period.end, detail)
 
 
-@dataclass(frozen=True)
-class Deal:
-    code: str
-    type: str
-    crypto: str
-    crypto_amount: Decimal
-
-
-class ReportMatcher:
-    """Follows the log's events up to the period's end and matches the partner's chain reports of the
-    period to their transactions and postings. A transfer paying several transactions at once (a batched
-    sendout, one chain transaction paying several addresses) is no difference: only a second transfer for
-    one transaction, which the ledger refuses and keeps as a disputed report, is reported twice."""
-
-    def __init__(self, partner: str, period: Period, posted: set[int]) -> None:
-        self.partner = partner
-        self.period = period
-        self.posted = posted
-        self.deals: dict[UUID, Deal] = {}
-        self.awaiting: dict[UUID, datetime] = {}  # buys committed whose sendout no report showed yet
-        self.seen_once: set[UUID] = set()  # sells whose first payment report (Confirming) posted its memo
-        self.reports: list[ChainReport] = []
-        self.found: list[Difference] = []
-
-    def take(self, position: int, event: Any) -> None:
-        at = happened_at(event)
-        if at > self.period.end:
-            return
-        if isinstance(event, DisputedReport.Recorded):
-            if event.partner == self.partner and self.period.holds(at):
-                self.found.append(disputed(event))
-        elif isinstance(event, OPENED):
-            order = event.order
-            if order.partner == self.partner:
-                deal = Deal(order.code, order.type, order.crypto, order.quote.crypto_amount)
-                self.deals[event.originator_id] = deal
-        elif (deal := self.deals.get(event.originator_id)) is not None:
-            if isinstance(event, T.Committed):
-                self.awaiting[event.originator_id] = at
-            else:
-                self._reported(position, event, deal, at)
-
-    def _reported(self, position: int, event: Any, deal: Deal, at: datetime) -> None:
-        self.awaiting.pop(event.originator_id, None)
-        first_seen = isinstance(event, T.Confirming) and event.originator_id not in self.seen_once
-        if isinstance(event, T.Confirming):
-            self.seen_once.add(event.originator_id)
-        if not self.period.holds(at):
-            return
-        payment = event.payment
-        posts = isinstance(event, POSTING) or first_seen
-        report = ChainReport(
-            report="sendout" if deal.type == TransactionType.BUY else "deposit",
-            transaction_code=deal.code,
-            tx_id=payment.tx_id,
-            amount=payment.amount,
-            confirmations=payment.confirmations,
-            event=type(event).__name__,
-            at=at,
-            posted=(position in self.posted) if posts else None,
-        )
-        self.reports.append(report)
-        self.found.extend(judged(report, deal))
-
-    def differences(self) -> list[Difference]:
-        """What the reports of the period showed, and the buys still waiting for their sendout at its end."""
-        waiting = [
-            Difference(
-                "expected_not_reported",
-                "sendout",
-                "",
-                at,
-                f"buy {self.deals[key].code} committed at {at.isoformat()}: no sendout reported by "
-                f"{self.period.end.isoformat()}",
-                self.deals[key].code,
-            )
-            for key, at in self.awaiting.items()
-        ]
-        return [*self.found, *waiting]
-
-
-def judged(report: ChainReport, deal: Deal) -> list[Difference]:
-    """The differences one recorded report shows: a payment of another amount (the sell BLOCKED), a payment
-    to an expired sell (to refund), a posting the postings lack."""
+def judged(report: ChainReport, deal: Mapping[str, Any]) -> list[Difference]:
+    """The differences one recorded report shows (`deal`: its row, with what the transaction quoted): a
+    payment of another amount (the sell BLOCKED), a payment to an expired sell (to refund), a posting the
+    postings lack."""
     found = []
+    code, crypto, quoted = report.transaction_code, deal["crypto_code"], deal["quoted_amount"]
 
     def difference(kind: str, detail: str) -> None:
-        found.append(
-            Difference(kind, report.report, report.tx_id, report.at, detail, report.transaction_code)
-        )
+        found.append(Difference(kind, report.report, report.tx_id, report.at, detail, code))
 
     if report.event == "Blocked":
         difference(
-            "amount_mismatch",
-            f"payment of {report.amount} {deal.crypto} to sell {deal.code}, "
-            f"which quoted {deal.crypto_amount}",
+            "amount_mismatch", f"payment of {report.amount} {crypto} to sell {code}, which quoted {quoted}"
         )
     if report.event == "PaidLate":
         difference(
             "reported_not_expected",
-            f"payment of {report.amount} {deal.crypto} to sell {deal.code} after its validUntil: to refund",
+            f"payment of {report.amount} {crypto} to sell {code} after its validUntil: to refund",
         )
     if report.posted is False:
-        difference("not_posted", f"{report.event} of {deal.code} has no posting in the ledger's postings")
+        difference("not_posted", f"{report.event} of {code} has no posting in the ledger's postings")
     return found
 
 
-def disputed(event: Any) -> Difference:
+def disputed(row: Mapping[str, Any]) -> Difference:
     """A report that changed no transaction, by why (`domain.chain_reports.Dispute`)."""
-    reason = Dispute(event.reason)
+    reason = Dispute(row["reason"])
     where = (
-        f"address {event.address} ({event.crypto})"
-        if event.report == "deposit" and event.address
-        else f"transaction {event.transaction_code}"
+        f"address {row['address']} ({row['crypto_code']})"
+        if row["report"] == "deposit" and row["address"]
+        else f"transaction {row['transaction_code']}"
     )
-    amount = "" if event.amount is None else f" of {event.amount}"
+    amount = "" if row["crypto_amount"] is None else f" of {row['crypto_amount']}"
     detail = (
-        f"{event.report} {event.tx_id}{amount} with {event.confirmations} confirmation(s) to {where}: "
+        f"{row['report']} {row['tx_id']}{amount} with {row['confirmations']} confirmation(s) to {where}: "
         f"{reason.value.replace('_', ' ')}"
     )
-    code = event.transaction_code
-    return Difference(DISPUTE_KINDS[reason], event.report, event.tx_id, event.at, detail, code)
+    code = row["transaction_code"]
+    return Difference(DISPUTE_KINDS[reason], row["report"], row["tx_id"], row["at"], detail, code)
 
 
 def reconcile_ledger(url: str, partner: str | None, period: Period) -> list[Reconciliation]:
-    """`audit reconcile`: the period of one partner, or of every partner with a transaction, a disputed
-    report or a reserve, each of its own book; read in one snapshot of the postings, and the log up to
-    their position."""
-    log_app = LedgerLog(env=small_pool(eventsourcing_env(url, EVENTS_SCHEMA)))
-    try:
-        with snapshot(url) as conn:
-            position = read_position(conn)
-            reserves = read_reserves(conn, partner, period)
-            posted = read_posted(conn, partner, period)
-        events = list(chain_events(log_app.recorder, log_app.mapper, position))
-    finally:
-        log_app.close()
-    partners = [partner] if partner else sorted(partners_of(events) | set(reserves))
-    return [reconcile(name, period, events, reserves.get(name, []), posted) for name in partners]
+    """`audit reconcile`: the period of one partner, or of every partner with a chain report, a commit or a
+    reserve, each of its own book, every report of it; read in one snapshot of the `Postings` view."""
+    with snapshot(url) as conn:
+        position = read_position(conn)
+        reserves = read_reserves(conn, partner, period)
+        partners = [partner] if partner else sorted(partners_reporting(conn, position) | set(reserves))
+        return [
+            read_reconciliation(conn, name, period, position, reserves.get(name, [])) for name in partners
+        ]
+
+
+def partners_reporting(conn: psycopg.Connection[Any], position: int, schema: str = READ_SCHEMA) -> set[str]:
+    """Every partner with a row in `read.chain_reports` up to `position`."""
+    if not table_exists(conn, schema, TABLE):
+        return set()
+    rows = conn.cursor(row_factory=dict_row).execute(
+        SQL(PARTNERS_SQL).format(reports=Identifier(schema, TABLE)), {"position": position}
+    )
+    return {row["partner"] for row in rows}

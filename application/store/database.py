@@ -43,8 +43,8 @@ from application.store.schema_lock import SerialAggregateRecorder, SerialApplica
 DATABASE_URL_ENV = "DATABASE_URL"  # the server; unset: the embedded one
 CONNECTIONS_ENV = "BROKER_LEDGER_DB_CONNECTIONS"  # the most a process's pools hold together
 GROUP_COMMIT_ENV = "BROKER_LEDGER_GROUP_COMMIT"  # "off": one transaction per save, as eventsourcing does
-DEFAULT_CONNECTIONS = 6
-MIN_CONNECTIONS = 4  # one per pool of an API worker
+DEFAULT_CONNECTIONS = 7
+MIN_CONNECTIONS = 5  # one per pool of an API worker
 GROUP_COMMIT_RECORDER = "application.store.group_commit:GroupCommitRecorder"
 FACTORY = "application.store.database:BudgetedPostgresFactory"
 APPLICATION_NAME_KEY = "POSTGRES_APPLICATION_NAME"  # ours: eventsourcing's factory has no key for it
@@ -92,10 +92,11 @@ class ApiPools:
     read_models: int  # GET requests' reads of the read models, and their waits for a position
     api: int  # idempotency leases, callback deliveries, health checks, reserves
     idempotency: int  # the event loop's claims and answers of Idempotency-Keys, and write positions
+    heavy_reads: int  # the reconciliation's and the reserves' heavy reads (asOf, by day), never /health's
 
     @property
     def total(self) -> int:
-        return self.events + self.read_models + self.api + self.idempotency
+        return self.events + self.read_models + self.api + self.idempotency + self.heavy_reads
 
 
 def connection_budget(raw: str) -> int:
@@ -115,10 +116,18 @@ def connection_budget(raw: str) -> int:
 
 
 def api_pools(budget: int) -> ApiPools:
-    """One connection each for the API's own two pools, the rest shared by the event store and the read
-    models (the event store's committer keeps one busy, so it gets the larger half): 6 gives 2, 2, 1, 1."""
-    read_models = max(1, (budget - 2) // 2)
-    return ApiPools(events=budget - 2 - read_models, read_models=read_models, api=1, idempotency=1)
+    """One connection each for the API's own two pools, one for the heavy reads per 7 of the budget, the rest
+    shared by the event store and the read models (the event store's committer keeps one busy, so it gets the
+    larger half): 7 gives 2, 2, 1, 1, 1."""
+    heavy_reads = max(1, budget // 7)
+    read_models = max(1, (budget - 2 - heavy_reads) // 2)
+    return ApiPools(
+        events=budget - 2 - heavy_reads - read_models,
+        read_models=read_models,
+        api=1,
+        idempotency=1,
+        heavy_reads=heavy_reads,
+    )
 
 
 def tagged(url: str, pool: str) -> str:

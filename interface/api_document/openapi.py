@@ -14,6 +14,9 @@ Litestar builds the document from the routes; before it is served, this module c
   description;
 - each operation's security requirement names the roles that may call it;
 - parameters are never null (a header is absent or a string), and a body that may be null is optional;
+- the query parameters an operation lists are all it takes, as litestar reads them from the same signatures:
+  any other is refused (`interface.http.query_checks`; tests/interface/test_unknown_query_parameters.py
+  holds the two equal);
 - patterns are written for ECMA-262, as JSON Schema reads them (`ecma_patterns`).
 """
 

@@ -109,7 +109,8 @@ DOMAIN_ERRORS: dict[str, DomainErrors] = {
     "createReserveAdjustment": RESERVES,
 }
 # Codes beyond the shared machinery's and the domain's: the token endpoint's own (RFC 6749 5.2), and
-# GET /health's stalled projections or committer, a list the read models cannot answer completely yet.
+# GET /health's stalled projections or committer, a list the read models cannot answer completely yet, a
+# partner's heavy reads all running (`interface/http/heavy_reads.py`), a reconciliation's period too long.
 OWN_CODES: dict[str, dict[int, list[str]]] = {
     "issueToken": {
         400: ["invalid_request", "unsupported_grant_type", "invalid_scope"],
@@ -117,9 +118,9 @@ OWN_CODES: dict[str, dict[int, list[str]]] = {
         429: ["too_many_failed_attempts", "secret_checks_busy"],
     },
     "health": {503: ["projection_stalled", "committer_stalled"]},
-    "listTransactions": {503: ["read_model_behind"]},
-    "getReserves": {503: ["read_model_behind"]},
-    "getReconciliation": {503: ["read_model_behind"]},
+    "listTransactions": {429: ["heavy_reads_busy"], 503: ["read_model_behind"]},
+    "getReserves": {429: ["heavy_reads_busy"], 503: ["read_model_behind"]},
+    "getReconciliation": {422: ["period_too_long"], 429: ["heavy_reads_busy"], 503: ["read_model_behind"]},
 }
 # Operations that never reach the database (liveness answers while it is down) or no token check.
 NO_DATABASE = {"liveness"}

@@ -14,13 +14,18 @@ reaches it). Without `--partner` the role sees every partner's rows, as the oper
 
 Nor may it hold up the service: it takes no advisory lock (in the service's database only the service's role
 may, `application.store.advisory_locks`), its sessions start with a statement timeout, a lock timeout and an
-idle-in-transaction timeout (defaults it could change in its own session: they stop a forgotten query, not a
-hostile one, which its privileges stop), and it has a connection limit, so it cannot use up the server's
-connections the service needs to start.
+idle-in-transaction timeout, defaults it could change in its own session, so the role is also recorded with
+its limits in `read.analyst_limits` and the service's role made a member of it, and the service holds its
+sessions to them whatever they set (`projections.analyst_watch`); a rebuild ends its sessions that hold a
+lock it needs; and it has a connection limit, so it cannot use up the server's connections the service needs
+to start. Its sessions are read-only by default, but a session may turn that off: what keeps it from
+writing is that it has no privilege to (`writes_of` checks: no table, sequence or schema it may change, no
+temporary tables).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 from dataclasses import dataclass
@@ -30,11 +35,13 @@ import psycopg
 from cyclopts import App, Parameter
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import tuple_row
 
 from application.store.advisory_locks import LocksNotReserved, lock_functions_of, reserve_for
 from application.store.database import build_url, redact
 from interface.cli.main import database_url, fail
 from interface.environment import Environment
+from projections.analyst_watch import LIMITS_TABLE, limits_table, record_limits
 from projections.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
 from projections.catalog import PROJECTIONS
 from projections.partner_policies import ANALYST_PARTNERS, under_policy
@@ -45,10 +52,31 @@ from projections.status import create_table as create_status_table
 app = App(name="analyst", help="The read-only database role for analysts.")
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}\Z")
 PRIVATE_SCHEMAS = ("ledger", "api")
-# of the schema `read`: the callbacks' partner data, and the projections' failures (free-text errors)
-PRIVATE_TABLES = (STATES, OUTBOX, ATTEMPTS, ENDPOINTS, "projection_status")
+# of the schema `read`: the callbacks' partner data, the projections' failures (free-text errors), and the
+# analysts' limits (the service's to read)
+PRIVATE_TABLES = (STATES, OUTBOX, ATTEMPTS, ENDPOINTS, "projection_status", LIMITS_TABLE)
 LOCK_TIMEOUT_SECONDS = 10  # a statement of the role waits at most this long for a lock
 IDLE_IN_TRANSACTION_SECONDS = 60  # a session that leaves a transaction open and idle longer is ended
+# what the role may change, if anything, whatever its session's default_transaction_read_only (but the
+# catalog's: pg_settings takes UPDATE, which is SET)
+WRITES = """SELECT format('TEMPORARY ON DATABASE %%I', current_database())
+WHERE has_database_privilege(%(role)s, current_database(), 'TEMPORARY')
+UNION ALL SELECT format('CREATE ON DATABASE %%I', current_database())
+WHERE has_database_privilege(%(role)s, current_database(), 'CREATE')
+UNION ALL SELECT format('CREATE ON SCHEMA %%I', nspname) FROM pg_namespace
+WHERE has_schema_privilege(%(role)s, oid, 'CREATE')
+UNION ALL SELECT format('%%s ON %%s', p, c.oid::regclass)
+FROM pg_class AS c, unnest(ARRAY['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) AS p
+WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND has_table_privilege(%(role)s, c.oid, p)
+  AND c.relnamespace NOT IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
+UNION ALL SELECT format('%%s ON SEQUENCE %%s', p, c.oid::regclass)
+FROM pg_class AS c, unnest(ARRAY['UPDATE', 'USAGE']) AS p
+WHERE c.relkind = 'S' AND has_sequence_privilege(%(role)s, c.oid, p)"""
+# whether the service's role may see and signal the sessions of the role (`projections.analyst_watch`)
+WATCHES = """SELECT rolsuper OR pg_has_role(%(service)s, %(role)s, 'USAGE')
+    OR (pg_has_role(%(service)s, 'pg_signal_backend', 'USAGE')
+        AND pg_has_role(%(service)s, 'pg_read_all_stats', 'USAGE'))
+FROM pg_roles WHERE rolname = %(service)s"""
 
 
 class RoleRefused(Exception):
@@ -67,6 +95,10 @@ def create_role(
         int, Parameter(help="Seconds a statement of the role may run before it is cancelled.")
     ] = 300,
     connections: Annotated[int, Parameter(help="Connections the role may hold at once.")] = 5,
+    idle_in_transaction_timeout: Annotated[
+        int,
+        Parameter(help="Seconds a session of the role may stay idle in a transaction before it is ended."),
+    ] = IDLE_IN_TRANSACTION_SECONDS,
     partner: Annotated[
         str | None,
         Parameter(help="The partner whose rows alone the role sees; default: every partner's rows."),
@@ -74,12 +106,13 @@ def create_role(
 ) -> int:
     """Create (or update) a LOGIN role that can read the schema `read` and nothing else: no advisory locks
     (the only role that may take one is the service's: this takes a superuser once, see docs/analytics.md),
-    statements cancelled after --statement-timeout seconds, at most --connections connections; with
-    --partner, it sees that partner's rows only (row-level security)."""
+    statements cancelled after --statement-timeout seconds, sessions idle in a transaction ended after
+    --idle-in-transaction-timeout seconds (by the service, whatever the session sets), at most --connections
+    connections; with --partner, it sees that partner's rows only (row-level security)."""
     if not ROLE_NAME.match(name):
         return fail(f"{name!r} is not a plain role name (lower-case letters, digits and _)")
-    if statement_timeout < 1 or connections < 1:
-        return fail("--statement-timeout and --connections must be at least 1")
+    if min(statement_timeout, connections, idle_in_transaction_timeout) < 1:
+        return fail("--statement-timeout, --idle-in-transaction-timeout and --connections must be at least 1")
     if partner is not None and not partner:
         return fail("--partner must name a partner")
     url = database_url(Environment.read())
@@ -91,7 +124,7 @@ def create_role(
         existed = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone() is not None
         if password is None and not existed:
             password = secrets.token_urlsafe(18)
-        limits = Limits(statement_timeout, connections)
+        limits = Limits(statement_timeout, connections, idle_in_transaction_timeout)
         try:
             with conn.transaction():
                 for statement in grants(name, password, existed, conn.info.dbname, limits):
@@ -99,6 +132,8 @@ def create_role(
                 for statement in partner_scope(conn, name, partner, positions):
                     conn.execute(statement)
                 keep_locks_from(conn, name, service)
+                keep_writes_from(conn, name, service)
+                watch(conn, name, service, limits)
         except (LocksNotReserved, RoleRefused) as refusal:
             return fail(f"role {name} not {'updated' if existed else 'created'}: {refusal}")
     params = conninfo_to_dict(url)
@@ -108,7 +143,8 @@ def create_role(
     print(
         f"role {name} {done}: SELECT on every table and view of the schema {READ_SCHEMA} but the callback "
         f"tables and projection_status, {rows}, nothing else; no advisory locks, statements cancelled "
-        f"after {statement_timeout} s, at most {connections} connections"
+        f"after {statement_timeout} s, sessions idle in a transaction ended after "
+        f"{idle_in_transaction_timeout} s, at most {connections} connections"
     )
     if password is not None:
         print(f'connect with: psql "{build_url(params)}"')
@@ -127,15 +163,19 @@ def open_read_schema(url: str) -> list[str]:
         positions.append(view.tracking_table_name)
         view.datastore.close()
     create_status_table(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(limits_table())
     return positions
 
 
 @dataclass(frozen=True)
 class Limits:
-    """How long a statement of the role may run, and how many connections it may hold."""
+    """How long a statement of the role may run, how many connections it may hold, and how long a session
+    may stay idle in a transaction."""
 
     statement_seconds: int
     connections: int
+    idle_seconds: int = IDLE_IN_TRANSACTION_SECONDS
 
     def settings(self) -> dict[str, str]:
         """The role's session defaults: read-only, and no wait, statement or idle transaction without end."""
@@ -143,7 +183,7 @@ class Limits:
             "default_transaction_read_only": "on",
             "statement_timeout": f"{self.statement_seconds}s",
             "lock_timeout": f"{LOCK_TIMEOUT_SECONDS}s",
-            "idle_in_transaction_session_timeout": f"{IDLE_IN_TRANSACTION_SECONDS}s",
+            "idle_in_transaction_session_timeout": f"{self.idle_seconds}s",
         }
 
 
@@ -156,6 +196,48 @@ def keep_locks_from(conn: psycopg.Connection[Any], name: str, service: str) -> N
         raise RoleRefused(
             f"it could still take advisory locks ({', '.join(able)}), through a grant of its own or of a "
             f"role it belongs to; revoke that grant first"
+        )
+
+
+def keep_writes_from(conn: psycopg.Connection[Any], name: str, service: str) -> None:
+    """`name` may change nothing in `conn`'s database, even in a session that turns read-only off: no table,
+    view, sequence or schema, and no temporary tables, which PostgreSQL lets every role create by default
+    (revoked from PUBLIC here, kept for the service's role)."""
+    database = sql.Identifier(conn.info.dbname)
+    for statement in (
+        "REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC",
+        "REVOKE TEMPORARY ON DATABASE {} FROM {}",
+    ):
+        conn.execute(sql.SQL(statement).format(database, sql.Identifier(name)))
+    conn.execute(sql.SQL("GRANT TEMPORARY ON DATABASE {} TO {}").format(database, sql.Identifier(service)))
+    able = writes_of(conn, name)
+    if able:
+        raise RoleRefused(
+            f"it could still change the database, even read-only by default ({', '.join(able)}), through a "
+            f"grant of its own, of PUBLIC or of a role it belongs to; revoke that grant first"
+        )
+
+
+def writes_of(conn: psycopg.Connection[Any], role: str) -> list[str]:
+    """What `role` may create or change in `conn`'s database (privileges, as `TRUNCATE ON read.x`)."""
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        return [str(row[0]) for row in cursor.execute(WRITES, {"role": role}).fetchall()]
+
+
+def watch(conn: psycopg.Connection[Any], name: str, service: str, limits: Limits) -> None:
+    """Records `name` with its limits for the service's watch, and makes the service's role a member of it,
+    so that the service may see its sessions and signal them (`projections.analyst_watch`)."""
+    for statement in record_limits(name, limits.statement_seconds, limits.idle_seconds):
+        conn.execute(statement)
+    grant = sql.SQL("GRANT {} TO {}").format(sql.Identifier(name), sql.Identifier(service))
+    with contextlib.suppress(psycopg.errors.InsufficientPrivilege), conn.transaction():
+        conn.execute(grant)
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        row = cursor.execute(WATCHES, {"service": service, "role": name}).fetchone()
+    if not (row and row[0]):
+        raise RoleRefused(
+            f"the service's role {service} may not see nor signal the role's sessions, so it could not hold "
+            f"them to their limits; ask a superuser to run {grant.as_string(conn)}, then run this again"
         )
 
 

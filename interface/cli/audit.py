@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,13 +12,14 @@ from typing import Annotated, TextIO
 
 from cyclopts import App, Parameter
 
-from interface.cli.main import event_store_url, fail
+from interface.cli.main import SettingsOption, event_store_url, fail, settings_or_none
 from interface.environment import Environment
-from interface.http.problems import ApiProblem
-from interface.reconciliation.routes import period_of
+from interface.instants import Unreadable, instant
+from interface.reconciliation.routes import period_between
 from projections.audit import Report, export, verify
 from projections.audit_export import Exported
 from projections.audit_verifications import record_verification
+from projections.export_files import OutputFolder, UnsafeOutput, prepare_folder
 from projections.reconciliation import Reconciliation, reconcile_ledger
 
 app = App(
@@ -68,23 +70,40 @@ class ExportNotWritten(Exception):
 
 
 def _export_to_file(url: str, start: datetime, end: datetime, path: Path) -> Exported:
-    """Exports into `path`, creating the folders it lacks; on a failure to write, a regular file it began
-    is removed (a device such as /dev/full is left alone)."""
+    """Exports into `path`, creating the folders it lacks. A file is written under a temporary name in its
+    folder and renamed into place (`projections.export_files.OutputFolder`), so a failure keeps nothing
+    and the file it replaces stays whole until then; a folder or a file that is a symbolic link is refused,
+    never written through. A device such as /dev/full, or a pipe, is written in place."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        prepare_folder(path.parent)
+        folder = OutputFolder(path.parent)
+    except UnsafeOutput as error:
+        raise ExportNotWritten(str(error)) from None
     except OSError as error:
         raise ExportNotWritten(f"cannot create the folder {path.parent}: {_reason(error)}") from None
-    try:
-        stream = path.open("w", encoding="utf-8")
-    except OSError as error:
-        raise ExportNotWritten(f"cannot write {path}: {_reason(error)}") from None
-    try:
-        with stream:
+    with folder:
+        try:
+            return _export_into(url, start, end, folder, path.name)
+        except UnsafeOutput as error:
+            raise ExportNotWritten(str(error)) from None
+        except OSError as error:
+            raise ExportNotWritten(f"cannot write {path}: {_reason(error)}; nothing was kept") from None
+
+
+def _export_into(url: str, start: datetime, end: datetime, folder: OutputFolder, name: str) -> Exported:
+    found = folder.existing(name)
+    if found is not None and _is_device(found.st_mode):
+        fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder.fd)
+        with open(fd, "w", encoding="utf-8") as stream:
+            if not _is_device(os.fstat(fd).st_mode):  # something else was put in its place meanwhile
+                raise UnsafeOutput(f"{folder.path / name} changed while it was opened: refused")
             return export(url, start, end, stream)
-    except OSError as error:
-        if path.is_file():
-            path.unlink(missing_ok=True)
-        raise ExportNotWritten(f"cannot write {path}: {_reason(error)}; nothing was kept") from None
+    with folder.replacing(name) as draft:
+        return export(url, start, end, draft.text())
+
+
+def _is_device(mode: int) -> bool:
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
 def _export_to_stdout(url: str, start: datetime, end: datetime) -> Exported:
@@ -110,10 +129,6 @@ def _reason(error: OSError) -> str:
     return error.strerror or str(error)
 
 
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
-
-
 @app.command(name="export")
 def export_command(
     *,
@@ -121,23 +136,23 @@ def export_command(
     to: Annotated[str, Parameter(name="--to")],
     out: Annotated[str, Parameter(name="--out")] = "-",
 ) -> int:
-    """Write every event recorded in [--from, --to) as JSON Lines, with the chain hashes to re-verify them.
+    """Write every event recorded in (--from, --to] as JSON Lines, with the chain hashes to re-verify them.
 
     Parameters
     ----------
     from_
-        Start of the period, ISO 8601 (e.g. 2026-03-01 or 2026-03-01T00:00:00+01:00; UTC if no offset).
+        Start of the period (excluded): an RFC 3339 date-time with an offset, e.g. 2026-03-01T00:00:00Z.
     to
-        End of the period (excluded), ISO 8601.
+        End of the period (included), likewise; after --from.
     out
         File to write; "-" for standard output. Missing folders of its path are created (like mkdir -p);
         a file of that name is replaced. If it cannot be written (a file where a folder should be, no
         permission, a full disk), the command says why, removes what it wrote and exits 2.
     """
     try:
-        start, end = (_utc(datetime.fromisoformat(moment)) for moment in (from_, to))
-    except ValueError as error:
-        return fail(f"--from/--to: {error}")
+        start, end = instant("--from", from_), instant("--to", to)
+    except Unreadable as error:
+        return fail(f"audit export: {error}")
     if start >= end:
         return fail(f"--from ({start.isoformat()}) must be before --to ({end.isoformat()})")
     url = event_store_url(Environment.read())
@@ -149,7 +164,7 @@ def export_command(
             done = _export_to_file(url, start, end, Path(out))
     except ExportNotWritten as error:
         return fail(f"audit export: {error}")
-    print(f"exported {done.lines} events recorded in [{start}, {end}) to {where}", file=sys.stderr)
+    print(f"exported {done.lines} events recorded in ({start}, {end}] to {where}", file=sys.stderr)
     if done.unchained:
         print(
             f"{done.unchained} of them are not chained yet (no chain hashes): the AuditChain projection "
@@ -165,6 +180,7 @@ def reconcile_command(
     from_: Annotated[str, Parameter(name="--from")],
     to: Annotated[str, Parameter(name="--to")],
     partner: Annotated[str | None, Parameter(name="--partner")] = None,
+    settings: SettingsOption = None,
 ) -> int:
     """Reconcile the period (--from, --to]: per reserve and asset, opening + postings = closing; every chain
     report matched to its transaction and posting, and the differences by kind. Exit 0 when clean, 1 when
@@ -173,23 +189,39 @@ def reconcile_command(
     Parameters
     ----------
     from_
-        Start of the period (excluded), RFC 3339 with an offset, as the history's asOf
-        (e.g. 2026-03-01T00:00:00Z).
+        Start of the period (excluded): an RFC 3339 date-time with an offset, e.g. 2026-03-01T00:00:00Z.
     to
-        End of the period (included), RFC 3339 with an offset.
+        End of the period (included), likewise; one not after --from is the empty period at --to.
     partner
-        The partner whose book to reconcile; every partner's, each on its own, when left out.
+        The partner whose book to reconcile; every partner's, each on its own, when left out. A partner
+        the settings do not name is refused (exit 2), as `export` refuses it.
+    settings
+        Settings file, for the partners; default $BROKER_LEDGER_SETTINGS, else settings/demo.toml.
     """
     try:
-        period = period_of(from_, to)
-    except ApiProblem as problem:
-        return fail(f"audit reconcile: {problem.detail}")
-    done = reconcile_ledger(event_store_url(Environment.read()), partner, period)
+        period = period_between(instant("--from", from_), instant("--to", to))
+    except Unreadable as error:
+        return fail(f"audit reconcile: {error}")
+    environment = Environment.read()
+    if partner is not None and (refusal := _partner_refusal(partner, settings or environment.settings_file)):
+        return fail(f"audit reconcile: {refusal}")
+    done = reconcile_ledger(event_store_url(environment), partner, period)
     for reconciliation in done:
         print_reconciliation(reconciliation)
     differences = sum(len(r.differences) for r in done)
     print("audit reconcile: " + (f"{differences} difference(s)" if differences else "clean"))
     return 1 if differences else 0
+
+
+def _partner_refusal(partner: str, settings: Path) -> str | None:
+    """Why `partner` cannot be reconciled (the settings do not name it), or None."""
+    loaded = settings_or_none(settings)
+    if loaded is None:
+        return f"cannot check --partner {partner!r}: the settings {settings} have problems (above)"
+    partners = loaded.ledger.partners
+    if partner in partners:
+        return None
+    return f"unknown partner {partner!r}; configured: {', '.join(sorted(partners))}"
 
 
 def print_reconciliation(done: Reconciliation, out: TextIO | None = None) -> None:

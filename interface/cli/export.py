@@ -1,9 +1,9 @@
 """`broker-ledger export`: one partner's period as files a spreadsheet, a notebook or DuckDB opens as they
 are (Parquet or CSV), with a manifest to check and reconcile them (`projections.export_files`).
 
-The period's bounds follow the history endpoint's `asOf` rule and are parsed by it
-(`interface.transactions.lookups.moment_of`): RFC 3339 date-times with an offset; the period is (from, to],
-so its opening balances are the reserves as of --from and its closing ones as of --to.
+The period's bounds are read as every instant of the API and the command line is (`interface.instants`):
+RFC 3339 date-times with an offset, within the years 1 to 9999 in UTC; the period is (from, to], as every
+period's, so its opening balances are the reserves as of --from and its closing ones as of --to.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -19,12 +18,9 @@ from cyclopts import Parameter
 
 from interface.cli.main import USAGE_ERROR, database_url, fail, settings_or_none
 from interface.environment import Environment
-from interface.http.problems import ApiProblem
-from interface.transactions.lookups import moment_of
-from projections.export_files import MANIFEST, Progress, export_period
+from interface.instants import Unreadable, instant
+from projections.export_files import MANIFEST, Progress, UnsafeOutput, export_period, prepare_folder
 from projections.exports import EXTRACTS, Assets, Period
-
-FORMAT_HELP = "an RFC 3339 date-time with an offset, e.g. 2026-03-31T23:59:59Z"
 
 
 def export(
@@ -39,27 +35,30 @@ def export(
     """Write a partner's transactions, status history, postings, reserve balances at both ends and daily
     volumes of the period (from, to] into --out, one file each, and manifest.json (the parameters, and per
     file its rows, its sums per asset and its sha256). Exit 2 for a malformed or empty period, an unknown
-    partner or an output folder that cannot be written.
+    partner, an output folder that cannot be written, or one that is a symbolic link or holds one under
+    a file's name (nothing is written then).
 
     Parameters
     ----------
     partner
         The partner whose books are exported (only its rows are read).
     from_
-        Start of the period (excluded), as the history's asOf: an RFC 3339 date-time with an offset.
+        Start of the period (excluded): an RFC 3339 date-time with an offset, e.g. 2026-03-01T00:00:00Z.
     to
         End of the period (included), likewise; after --from.
     format
         parquet (amounts as decimals, times as UTC timestamps) or csv (the same columns, amounts written
         positionally at their asset's scale).
     out
-        Folder to write into; created if missing. Files of the same names in it are replaced.
+        Folder to write into; created if missing. Files of the same names in it are replaced, each written
+        under a temporary name and renamed into place; a folder, or a file of those names, that is a
+        symbolic link is refused.
     settings
         Settings file, for the assets' places; default $BROKER_LEDGER_SETTINGS, else settings/demo.toml.
     """
     try:
-        start, end = bound("--from", from_), bound("--to", to)
-    except ValueError as error:
+        start, end = instant("--from", from_), instant("--to", to)
+    except Unreadable as error:
         return fail(f"export: {error}")
     if start >= end:
         return fail(f"export: --from ({from_}) must be before --to ({to})")
@@ -74,14 +73,14 @@ def export(
         fiat={code: currency.minor_units for code, currency in ledger.currencies.items()},
         crypto={code: crypto.precision for code, crypto in ledger.cryptos.items()},
     )
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        return fail(f"export: cannot create the folder {out}: {error.strerror or error}")
+    if (refusal := folder_refusal(out)) is not None:
+        return fail(f"export: {refusal}")
     period = Period(partner, start, end)
     try:
         with progress_bar() as progress:
             manifest = export_period(database_url(environment), period, out, format, assets, progress)
+    except UnsafeOutput as error:
+        return fail(f"export: {error}")
     except OSError as error:
         return fail(f"export: cannot write into {out}: {error.strerror or error}")
     rows = sum(entry["rows"] for entry in manifest["files"])
@@ -89,14 +88,16 @@ def export(
     return 0
 
 
-def bound(option: str, value: str) -> datetime:
-    """A bound of the period, by the history endpoint's asOf rule; ValueError saying what is expected."""
+def folder_refusal(out: Path) -> str | None:
+    """Why the output folder cannot be written into (it is a link, or cannot be created), or None once it
+    exists."""
     try:
-        moment = moment_of(option, value)
-    except ApiProblem:
-        raise ValueError(f"{option} {value!r} must be {FORMAT_HELP}") from None
-    assert moment is not None
-    return moment
+        prepare_folder(out)
+    except UnsafeOutput as error:
+        return str(error)
+    except OSError as error:
+        return f"cannot create the folder {out}: {error.strerror or error}"
+    return None
 
 
 @contextmanager

@@ -19,7 +19,15 @@ from application.logs import configure_logging, log_config
 from application.settings import SETTINGS_ENV
 from application.store.database import DATABASE_URL_ENV, redact, resolve_database_url
 from interface.cli.main import USAGE_ERROR, SettingsOption, settings_or_none
-from interface.environment import MULTIPROCESS_ENV, PROJECTIONS_ENV, SUPERVISOR_ENV, Environment, hand_down
+from interface.environment import (
+    CONSOLE_ORIGIN_ENV,
+    MULTIPROCESS_ENV,
+    PROJECTIONS_ENV,
+    SUPERVISOR_ENV,
+    Environment,
+    hand_down,
+    origin_of,
+)
 from interface.http.server_limits import limited_protocol
 
 log = logging.getLogger("broker_ledger")
@@ -57,6 +65,8 @@ def serve(
     var = environment.var_dir
     url = resolve_database_url(var, environment.database_url)
     hand_down(for_workers(environment, settings, url, no_projections))  # each reads them back as it starts
+    if environment.console_origin is None:  # the console is opened where the server listens
+        hand_down({CONSOLE_ORIGIN_ENV: listening_origin(host, port)})
     load_or_create_credentials(loaded, var, token_key=environment.token_key)  # makes var/ private (0700)
     if workers > 1:  # each worker counts into this directory; GET /metrics adds them up
         hand_down({MULTIPROCESS_ENV: str(fresh_metrics_dir(var))})
@@ -95,6 +105,13 @@ def for_workers(
     if no_projections:
         told[PROJECTIONS_ENV] = "off"
     return told
+
+
+def listening_origin(host: str, port: int) -> str:
+    """The origin a browser on this machine opens the server at: http on its address, 127.0.0.1 when it
+    listens on every interface."""
+    everywhere = host.strip() in ("", "0.0.0.0", "::", "[::]")
+    return origin_of("http", "127.0.0.1" if everywhere else host.strip("[]"), port)
 
 
 def fresh_metrics_dir(var: Path) -> Path:

@@ -1,6 +1,8 @@
 """How the console answers: HTML pages rendered from its templates, each with headers that keep a browser
 strict (a Content-Security-Policy that allows no inline script nor any other site's, no framing, no caching
-of a partner's figures), and the refusals of the API shown as pages rather than problem documents."""
+of a partner's figures), and the refusals of the API shown as pages rather than problem documents: those of
+its routes, and those the app answers before any route is found under /console (an unknown path, a method a
+page does not take)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from litestar import Request, Response
+from litestar.exceptions import NotFoundException
 from litestar.plugins.jinja import JinjaTemplateEngine
 from litestar.response import Redirect, Template
 from litestar.template.config import TemplateConfig
@@ -20,6 +23,7 @@ from interface.http.problems import EXCEPTION_HANDLERS, Problem
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
+PATH = "/console"
 SIGN_IN = "/console/sign-in"
 CONTENT_SECURITY_POLICY = "; ".join(
     [
@@ -34,6 +38,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "object-src 'none'",
     ]
 )
+KEPT_HEADERS = ("retry-after", "allow")  # of the API's answer to an error, those its page keeps
 HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
@@ -78,10 +83,10 @@ def as_page(answer_of: Callable[[Request, Any], Response[Problem]]) -> Callable[
         answer = answer_of(request, error)
         problem: Problem = answer.content
         session = request.scope.get("console_session")
-        retry = {key: value for key, value in (answer.headers or {}).items() if key.lower() == "retry-after"}
+        kept = {key: value for key, value in (answer.headers or {}).items() if key.lower() in KEPT_HEADERS}
         title = problem.title
         shown = page("refusal.html", answer.status_code, session=session, problem=problem, heading=title)
-        shown.headers.update(retry)
+        shown.headers.update(kept)
         return shown
 
     return refusal_page
@@ -91,3 +96,28 @@ def exception_handlers() -> dict[Any, Any]:
     """The console's: every error the API maps, answered by the API's own handler of it (litestar picks it,
     as for the API) and shown as a page of the same status and message."""
     return {kind: as_page(answer_of) for kind, answer_of in EXCEPTION_HANDLERS.items()}
+
+
+def under_console(request: Request) -> bool:
+    """Whether the request is for the console (its path, in any spelling, /console or under it)."""
+    path = request.scope["path"].lower()
+    return path == PATH or path.startswith(f"{PATH}/")
+
+
+def with_console_pages(handlers: dict[Any, Any]) -> dict[Any, Any]:
+    """The app's own `handlers` (of what happens before a route is found: an unknown path, a method the path
+    does not take), each answering a console page, with the console's headers, under /console."""
+
+    def either(answer_of: Callable[[Request, Any], Response[Problem]]) -> Callable[[Request, Any], Response]:
+        shown = as_page(answer_of)
+
+        def answer(request: Request, error: Exception) -> Response:
+            if not under_console(request):
+                return answer_of(request, error)
+            if isinstance(error, NotFoundException) and error.detail == "Not Found":  # no route: no page
+                return shown(request, NotFoundException(detail="the console has no page at this address"))
+            return shown(request, error)
+
+        return answer
+
+    return {kind: either(answer_of) for kind, answer_of in handlers.items()}

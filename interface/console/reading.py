@@ -19,6 +19,7 @@ from application.store.aggregates import rebuilt
 from domain.errors import TransactionNotFound
 from interface.console.charts import Chart, day_chart
 from interface.console.periods import Days
+from interface.http.heavy_reads import HeavyReads
 from interface.reserves.reading import ReserveReader, shown_amount
 from interface.transactions import presenters
 from interface.transactions import shapes as r
@@ -89,6 +90,7 @@ class ConsoleReader:
     reserves: ReserveReader
     deliveries: DeliveryStore
     state: State
+    heavy: HeavyReads  # the charts and timelines are heavy reads: at most a few of a partner's at once
 
     @classmethod
     def of(cls, state: State) -> ConsoleReader:
@@ -100,6 +102,7 @@ class ConsoleReader:
             ReserveReader.of(state),
             state.callbacks.store,
             state,
+            state.heavy_reads,
         )
 
     def search(self, partner: str, code: str | None, where: TransactionFilter, page: int) -> Found:
@@ -113,7 +116,11 @@ class ConsoleReader:
         return Found([presenters.transaction_row(self.settings, row) for row in rows], total, page)
 
     def timeline(self, partner: str, code: str, at: datetime | None) -> Timeline:
-        """TransactionNotFound for an unknown code, and for another partner's."""
+        """TransactionNotFound for an unknown code, and for another partner's (a heavy read)."""
+        with self.heavy.slot(partner):
+            return self._timeline(partner, code, at)
+
+    def _timeline(self, partner: str, code: str, at: datetime | None) -> Timeline:
 
         def then(moment: datetime) -> bool:
             """Whether what happened at `moment` had happened by the instant shown."""
@@ -148,9 +155,11 @@ class ConsoleReader:
 
     def reserve_charts(self, partner: str, period: Days) -> list[DayChart]:
         """One chart per asset and reserve: its total at the end of each day of the period (0 on the days
-        before the reserve was named)."""
+        before the reserve was named; a heavy read)."""
         series: dict[tuple[str, str], dict[date, Decimal]] = {}
-        for day, positions in self.reserves.positions_by_day(partner, period.first, period.last):
+        with self.heavy.slot(partner):
+            by_day = self.reserves.positions_by_day(partner, period.first, period.last)
+        for day, positions in by_day:
             for position in positions:
                 amount = shown_amount(self.settings, position.code, position.total)
                 series.setdefault((position.code, position.name), {})[day] = amount
@@ -158,9 +167,11 @@ class ConsoleReader:
 
     def volume_charts(self, partner: str, period: Days) -> list[DayChart]:
         """One chart per currency and payment method with any volume in the period: its fiat volume each
-        day (0 on a day without any)."""
+        day (0 on a day without any; a heavy read)."""
         series: dict[tuple[str, str], dict[date, Decimal]] = {}
-        for volume in self.reader.daily_volumes(partner, period.first, period.last):
+        with self.heavy.slot(partner):
+            volumes = self.reader.daily_volumes(partner, period.first, period.last)
+        for volume in volumes:
             amount = shown_amount(self.settings, volume.currency_code, volume.fiat_value)
             series.setdefault((volume.currency_code, volume.payment_method_code), {})[volume.day] = amount
         return _day_charts(series, period, ("currency", "payment-method"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, date, timedelta
+from datetime import UTC, date
 from typing import Annotated
 
 from litestar import Request, Response, Router, get, post
@@ -23,16 +23,9 @@ from litestar_htmx import HTMXRequest
 from domain.errors import TransactionNotFound
 from interface.console import pages
 from interface.console.pages import HEADERS, page
-from interface.console.periods import Days, day_of, instant_of, period_of, start_of
+from interface.console.periods import Days, day_of, end_of, instant_of, last_day_of, period_of, start_of
 from interface.console.reading import ConsoleReader, DayChart
-from interface.console.sessions import (
-    NotSignedIn,
-    Session,
-    SignInRefused,
-    session_of,
-    sign_in,
-    signed_out,
-)
+from interface.console.sessions import ConsoleSessions, NotSignedIn, Session, SignInRefused
 from interface.http.problems import ApiProblem
 from interface.http.security import AUDITOR, OPERATOR
 from interface.http.shapes import CODE_PATTERN
@@ -44,14 +37,15 @@ Query = Annotated[str | None, QueryParameter(required=False, max_length=64)]
 FirstDay = Annotated[str | None, QueryParameter(name="from", required=False, max_length=10)]
 LastDay = Annotated[str | None, QueryParameter(name="to", required=False, max_length=10)]
 SessionDep = NamedDependency[Session]
+SessionsDep = NamedDependency[ConsoleSessions]
 ConsoleDep = NamedDependency[ConsoleReader]
 # any text: a code that breaks the rules of codes names no transaction, and gets the page of one unknown
 AnyCode = Annotated[str, PathParameter()]
 
 
-def signed_in(request: Request) -> Session:
+async def signed_in(request: Request, sessions: SessionsDep) -> Session:
     """The request's session (a dependency of every page but sign-in); kept on the request for its errors."""
-    session = session_of(request)
+    session = await sessions.session_of(request)
     request.scope["console_session"] = session  # type: ignore[typeddict-unknown-key]
     return session
 
@@ -70,27 +64,20 @@ def admit(session: Session, *roles: str) -> None:
         )
 
 
-def same_origin(request: Request) -> None:
-    """A form posted from another site's page is refused (its Origin is not this console's)."""
-    origin = request.headers.get("origin")
-    if origin and origin != f"{request.url.scheme}://{request.url.netloc}":
-        raise ApiProblem(403, "forbidden", "this form can only be sent from the console's own pages")
-
-
 @get("/sign-in")
 async def sign_in_page(request: Request) -> Template:
     return page("sign_in.html", heading="Sign in", session=None, error=None, client_id="")
 
 
 @post("/sign-in", status_code=303)
-async def sign_in_form(request: Request) -> Response:
-    same_origin(request)
+async def sign_in_form(request: Request, sessions: SessionsDep) -> Response:
+    sessions.check_form_origin(request)
     form = await request.form()
     client_id, secret = str(form.get("client_id", "")).strip(), str(form.get("client_secret", ""))
     try:
-        session, cookie = await sign_in(request, client_id, secret)
+        session, cookie = await sessions.sign_in(request, client_id, secret)
     except SignInRefused as refused:
-        return page(
+        shown = page(
             "sign_in.html",
             refused.status,
             heading="Sign in",
@@ -98,6 +85,8 @@ async def sign_in_form(request: Request) -> Response:
             error=refused.message,
             client_id=client_id,
         )
+        shown.headers.update(refused.headers)  # Retry-After of a 429
+        return shown
     return Redirect(landing_of(session), status_code=303, headers=HEADERS, cookies=[cookie])
 
 
@@ -107,9 +96,10 @@ def landing_of(session: Session) -> str:
 
 
 @post("/sign-out", status_code=303)
-async def sign_out(request: Request) -> Response:
-    same_origin(request)
-    return Redirect(pages.SIGN_IN, status_code=303, headers=HEADERS, cookies=[signed_out(request)])
+async def sign_out(request: Request, sessions: SessionsDep) -> Response:
+    sessions.check_form_origin(request)
+    cookie = await sessions.sign_out(request)
+    return Redirect(pages.SIGN_IN, status_code=303, headers=HEADERS, cookies=[cookie])
 
 
 @get("/")
@@ -131,12 +121,12 @@ def transactions(
 ) -> Template:
     """The transaction search: by code, or by customer, status and days of creation."""
     admit(session, AUDITOR)
-    first, last = day_of("from", created_from), day_of("to", created_to)
+    first, last = day_of("from", created_from), last_day_of("to", created_to)
     where = TransactionFilter(
         customer_code=customer or None,
         status=one_of("status", status or None, STATUSES),
         created_from=start_of(first) if first else None,
-        created_to=start_of(last + timedelta(days=1)) if last else None,
+        created_to=end_of(last) if last else None,
     )
     found = console.search(session.principal.partner, (code or "").strip(), where, page_number)
     query = {
@@ -217,8 +207,13 @@ def today(console: ConsoleReader) -> date:
     return console.reader.ledger.clock.now().astimezone(UTC).date()
 
 
-def console_router() -> Router:
-    """Every page of the console, its static files, and the handlers that turn errors into pages."""
+def console_router(sessions: ConsoleSessions) -> Router:
+    """Every page of the console, its static files, and the handlers that turn errors into pages; `sessions`
+    signs in and out and finds each page's session."""
+
+    def given_sessions() -> ConsoleSessions:
+        return sessions
+
     return Router(
         path="/console",
         route_handlers=[
@@ -234,7 +229,8 @@ def console_router() -> Router:
             create_static_files_router(path="/static", directories=[pages.STATIC], include_in_schema=False),
         ],
         dependencies={
-            "session": Provide(signed_in, sync_to_thread=False),
+            "sessions": Provide(given_sessions, use_cache=True, sync_to_thread=False),
+            "session": Provide(signed_in),
             "console": Provide(reader, sync_to_thread=False),
         },
         exception_handlers={**pages.exception_handlers(), NotSignedIn: pages.to_sign_in},

@@ -4,6 +4,10 @@ The algorithm is fixed to HS256, both when signing and when verifying, so a toke
 it is checked (`alg: none`, HS512, or an RS256 header meant to confuse keys are all refused). `iss`,
 `aud` and `exp` are required; times are checked against the injected clock, with a few seconds of
 leeway for clock skew: `exp`, `iat` and, when the token has one, `nbf` (a token is not valid before it).
+
+A token says what it is for in its `aud`: the API (`[tokens] audience`) or the web console
+(`[tokens] console_audience`), and each is checked for its own only: a console session's token is refused
+as a bearer token, and an API token as a console session.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import jwt
@@ -53,11 +58,19 @@ class IssuedToken:
     scope: str
 
 
+class Audience(StrEnum):
+    """What a token is for: the API (a bearer token) or the web console (a session's cookie)."""
+
+    API = "api"
+    CONSOLE = "console"
+
+
 @dataclass(frozen=True)
 class Principal:
     client_id: str
     partner: str
     roles: frozenset[str]
+    token_id: str = field(default="", compare=False)  # the token's `jti`: a console session's id
 
 
 _REASONS: list[tuple[type[jwt.PyJWTError], str]] = [
@@ -92,21 +105,27 @@ class TokenService:
         self._key = signing_key
         self._clock = clock
         self._leeway = leeway_seconds
-        # Tokens whose signature, issuer, audience and claims have been checked, with what they say. The
-        # times are checked again on every use; the size is bounded by emptying it when full.
-        self._verified: dict[str, tuple[dict[str, Any], Principal]] = {}
+        # Tokens whose signature, issuer, audience and claims have been checked, with what they say, by the
+        # audience they were checked for. The times are checked again on every use; the size is bounded by
+        # emptying it when full.
+        self._verified: dict[tuple[Audience, str], tuple[dict[str, Any], Principal]] = {}
 
     def issue(
-        self, client: ClientRecord, scope: str | None = None, lifetime_seconds: int | None = None
+        self,
+        client: ClientRecord,
+        scope: str | None = None,
+        lifetime_seconds: int | None = None,
+        audience: Audience = Audience.API,
     ) -> IssuedToken:
-        """A token for `client` with the roles named in `scope` (space-separated), default all; valid for the
-        settings' lifetime, or `lifetime_seconds` when shorter (a console session)."""
+        """A token for `client` with the roles named in `scope` (space-separated), default all, meant for
+        `audience`; valid for the settings' lifetime, or `lifetime_seconds` when shorter (a console
+        session)."""
         roles = self._granted_roles(client, scope)
         now = int(self._clock.now().timestamp())
         lifetime = min(self._settings.lifetime_seconds, lifetime_seconds or self._settings.lifetime_seconds)
         claims = {
             "iss": self._settings.issuer,
-            "aud": self._settings.audience,
+            "aud": self._audience_claim(audience),
             "sub": client.client_id,
             "partner": client.partner,
             "roles": sorted(roles),
@@ -117,26 +136,32 @@ class TokenService:
         token = jwt.encode(claims, self._key, algorithm=ALGORITHM)
         return IssuedToken(access_token=token, expires_in=lifetime, scope=" ".join(sorted(roles)))
 
-    def verify(self, token: str) -> Principal:
-        """The principal the token speaks for; `InvalidToken` if it cannot be trusted."""
-        verified = self._verified.get(token)
+    def verify(self, token: str, audience: Audience = Audience.API) -> Principal:
+        """The principal the token speaks for, when it is meant for `audience`; `InvalidToken` if it cannot be
+        trusted, or is meant for the other audience."""
+        verified = self._verified.get((audience, token))
         if verified is None:
-            claims = self._decode(token)
+            claims = self._decode(token, audience)
             verified = (claims, _principal(claims))
             if len(self._verified) >= VERIFIED_TOKENS_KEPT:
                 self._verified.clear()
-            self._verified[token] = verified
+            self._verified[(audience, token)] = verified
         claims, principal = verified
         self._check_times(claims)
         return principal
 
-    def _decode(self, token: str) -> dict[str, Any]:
+    def _audience_claim(self, audience: Audience) -> str:
+        if audience is Audience.CONSOLE:
+            return self._settings.console_audience
+        return self._settings.audience
+
+    def _decode(self, token: str, audience: Audience) -> dict[str, Any]:
         try:
             return jwt.decode(
                 token,
                 self._key,
                 algorithms=[ALGORITHM],
-                audience=self._settings.audience,
+                audience=self._audience_claim(audience),
                 issuer=self._settings.issuer,
                 # Times (exp, iat, nbf) are checked in `_check_times` against our clock, not the library's.
                 options={
@@ -183,12 +208,14 @@ def _is_number(value: object) -> bool:
 
 
 def _principal(claims: dict[str, Any]) -> Principal:
-    sub, partner, roles = claims["sub"], claims["partner"], claims["roles"]
+    sub, partner, roles, jti = claims["sub"], claims["partner"], claims["roles"], claims["jti"]
     if not isinstance(sub, str) or not isinstance(partner, str):
         raise InvalidToken("the token's 'sub' and 'partner' claims must be strings")
     if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
         raise InvalidToken("the token's 'roles' claim must be a list of strings")
-    return Principal(client_id=sub, partner=partner, roles=frozenset(roles))
+    if not isinstance(jti, str):
+        raise InvalidToken("the token's 'jti' claim must be a string")
+    return Principal(client_id=sub, partner=partner, roles=frozenset(roles), token_id=jti)
 
 
 def parse_bearer(header_value: str | None) -> str:

@@ -1,5 +1,6 @@
 """A request's head, before anything reads it: its path put into its route's spelling, and its path, query
-parameters and headers refused when they hold text the ledger cannot store (`interface.http.text`).
+parameters and headers refused when they hold text the ledger cannot store (`interface.http.text`), and its
+query when it names a parameter its route does not take (`interface.http.query_checks`).
 
 Paths are matched case-insensitively, as the original service does (`/Prices/EUR`, `/transaction/execute`
 for `/Transaction/Execute`); the codes in a path keep their case. The API document keeps the spec's spelling.
@@ -22,6 +23,7 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from interface.http.problems import RequestRefused
+from interface.http.query_checks import KnownQueryParameters
 from interface.http.text import CODE, unstorable
 
 
@@ -113,12 +115,18 @@ def _parameter_problems(scope: Scope) -> list[str]:
 
 
 class StorableTextMiddleware(ASGIMiddleware):
-    """Refuses a request whose path, query parameters or headers hold text the ledger cannot store."""
+    """Refuses a request whose path, query parameters or headers hold text the ledger cannot store, then one
+    whose query names a parameter its route does not take."""
 
     scopes = (ScopeType.HTTP,)
+
+    def __init__(self) -> None:
+        self.known_parameters = KnownQueryParameters()
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         problems = _parameter_problems(scope)
         if problems:
             raise RequestRefused(400, CODE, "; ".join(problems), errors=problems)
+        if scope.get("query_string"):  # a request without a query (a buy) has nothing more to check here
+            self.known_parameters.refuse_unknown(scope)
         await next_app(scope, receive, send)

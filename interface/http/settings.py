@@ -47,8 +47,12 @@ class ApiPartner(Base, kw_only=True, forbid_unknown_fields=False):
 
 
 class TokenSettings(Base, kw_only=True):
+    """What the service's tokens say: who issued them, what they are for (`audience`, the API's bearer tokens;
+    `console_audience`, the web console's sessions, which the API refuses) and how long an API token lives."""
+
     issuer: str = "broker-ledger"
     audience: str = "broker-ledger-api"
+    console_audience: str = "broker-ledger-console"
     lifetime_seconds: int = 3600
 
 
@@ -58,6 +62,15 @@ class RateLimitSettings(Base, kw_only=True):
     enabled: bool = True
     requests_per_second: float = 200.0  # the bucket refills at this rate
     burst: int = 400  # and holds this many requests: a client may send this many at once
+
+
+class HeavyReadSettings(Base, kw_only=True):
+    """How many heavy reads of one partner run at once in each worker (`interface/http/heavy_reads.py`), and
+    how long one waits for a slot before 429 `heavy_reads_busy` (their own pool is a share of each worker's
+    connection budget, BROKER_LEDGER_DB_CONNECTIONS: `application.store.database.api_pools`)."""
+
+    per_partner: int = 2
+    wait_seconds: float = 1.0
 
 
 class HttpSettings(Base, kw_only=True):
@@ -75,6 +88,7 @@ class ApiSettings(Base, kw_only=True, forbid_unknown_fields=False):
     partners: dict[str, ApiPartner] = {}
     tokens: TokenSettings = TokenSettings()
     rate_limits: RateLimitSettings = RateLimitSettings()
+    heavy_reads: HeavyReadSettings = HeavyReadSettings()
     http: HttpSettings = HttpSettings()
 
 
@@ -148,7 +162,19 @@ def api_problems(api: ApiSettings) -> list[str]:
                     f" and {code!r}; client ids must be unique"
                 )
             owners.setdefault(client_id, code)
-    return problems + _rate_limit_problems(api.rate_limits) + _http_problems(api.http)
+    return (
+        problems
+        + _token_problems(api.tokens)
+        + _rate_limit_problems(api.rate_limits)
+        + _heavy_read_problems(api.heavy_reads)
+        + _http_problems(api.http)
+    )
+
+
+def _token_problems(tokens: TokenSettings) -> list[str]:
+    if tokens.audience == tokens.console_audience:
+        return ["tokens.audience and tokens.console_audience must differ: a console session is no API token"]
+    return []
 
 
 def _rate_limit_problems(limits: RateLimitSettings) -> list[str]:
@@ -157,6 +183,15 @@ def _rate_limit_problems(limits: RateLimitSettings) -> list[str]:
         problems.append("rate_limits.requests_per_second must be a positive number")
     if limits.burst < 1:
         problems.append("rate_limits.burst must be at least 1")
+    return problems
+
+
+def _heavy_read_problems(heavy: HeavyReadSettings) -> list[str]:
+    problems = []
+    if heavy.per_partner < 1:
+        problems.append("heavy_reads.per_partner must be at least 1")
+    if not (math.isfinite(heavy.wait_seconds) and heavy.wait_seconds >= 0):
+        problems.append("heavy_reads.wait_seconds must be a number of seconds, 0 or more")
     return problems
 
 

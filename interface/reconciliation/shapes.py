@@ -59,11 +59,18 @@ class Difference(Body):
 
 
 class Reconciliation(Body):
-    """The period (`from`, `to`]; `clean` when it has no difference."""
+    """The period (`from`, `to`]; `clean` when it has no difference. `reports` and `differences` are the
+    page `page` of each (`pageSize` of each a page), of `reportsTotal` and `differencesTotal`; `totalPages`
+    pages hold them all. The reserves are all on every page."""
 
     from_: Timestamp = msgspec.field(name="from")
     to: Timestamp
     clean: bool
+    page: int
+    page_size: int
+    total_pages: int
+    reports_total: int
+    differences_total: int
     reserves: list[ReserveRollForward]
     reports: list[ChainReport]
     differences: list[Difference]

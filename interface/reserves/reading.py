@@ -53,11 +53,15 @@ class ReserveReader:
     pool: ConnectionPool
     written: WritePositions
     wait_seconds: float = WAIT_SECONDS
+    heavy_pool: ConnectionPool | None = None  # the heavy reads' (asOf, by day), never the API's pool
 
     @classmethod
     def of(cls, state: State) -> ReserveReader:
-        """The app's: its settings, connection pool and partners' write positions (a dependency)."""
-        return cls(state.settings, state.pool, state.write_positions)
+        """The app's: its settings, connection pools and partners' write positions (a dependency)."""
+        return cls(state.settings, state.pool, state.write_positions, heavy_pool=state.heavy_pool)
+
+    def _pool(self, heavy: bool) -> ConnectionPool:
+        return self.heavy_pool if heavy and self.heavy_pool is not None else self.pool
 
     def reserves(self, partner: str) -> s.Reserves:
         """The partner's reserves once the Postings view has its last write (or the wait ran out)."""
@@ -69,7 +73,7 @@ class ReserveReader:
 
     def positions(self, partner: str, at: datetime | None = None) -> list[ReservePosition]:
         """The partner's positions now, or at `at`, read after its last write (503 while the view lags)."""
-        with self.pool.connection() as conn:
+        with self._pool(at is not None).connection() as conn:
             hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the reserves")
             if at is None:
                 return read_positions(conn, partner, self.built_in())
@@ -80,13 +84,13 @@ class ReserveReader:
     ) -> list[tuple[date, list[ReservePosition]]]:
         """The partner's positions at the end of each UTC day from `first` to `last`, read after its last
         write (the console's chart of reserves)."""
-        with self.pool.connection() as conn:
+        with self._pool(True).connection() as conn:
             hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the reserves")
             return read_daily_positions(conn, partner, first, last, self.built_in())
 
     def transaction_postings(self, partner: str, code: str) -> list[dict[str, Any]]:
-        """The postings of the partner's transaction `code`, read after its last write."""
-        with self.pool.connection() as conn:
+        """The postings of the partner's transaction `code`, read after its last write (a timeline's)."""
+        with self._pool(True).connection() as conn:
             hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the postings")
             return transaction_postings(conn, partner, code)
 

@@ -13,6 +13,7 @@ from litestar.params import JSONBody
 from application.commands import AdjustmentRequest
 from domain.reserves import ReserveAdjustment as Adjustment
 from interface.http.common import IdempotencyKey, ReservesDep, principal, problems, unit_of, version_header
+from interface.http.heavy_reads import HEAVY_READ
 from interface.http.security import AUDITOR, BROKER, OPERATOR, authorize, roles
 from interface.reserves import shapes as s
 from interface.reserves.reading import ReserveReader
@@ -26,7 +27,12 @@ class ReserveController(Controller):
     parameters = version_header()
     dependencies = {"reader": Provide(ReserveReader.of, sync_to_thread=False)}
 
-    @get("/", operation_id="getReserves", opt=roles(BROKER, OPERATOR, AUDITOR), sync_to_thread=True)
+    @get(
+        "/",
+        operation_id="getReserves",
+        opt={**roles(BROKER, OPERATOR, AUDITOR), HEAVY_READ: "asOf"},  # asOf: a heavy read
+        sync_to_thread=True,
+    )
     def reserves(
         self,
         request: Request,

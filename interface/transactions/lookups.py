@@ -4,7 +4,6 @@ of one from the event store, optionally as it stood at a time."""
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime
 from typing import Annotated
 
@@ -15,6 +14,7 @@ from litestar.params import QueryParameter
 from application.history import History
 from domain.errors import quoted_text
 from domain.transaction import Status, TransactionType
+from interface import instants
 from interface.http.common import (
     HistoryDep,
     SettingsDep,
@@ -23,6 +23,7 @@ from interface.http.common import (
     problems,
     version_header,
 )
+from interface.http.heavy_reads import HEAVY_READ
 from interface.http.problems import ApiProblem
 from interface.http.security import AUDITOR, BROKER, authorize, roles
 from interface.transactions import presenters
@@ -38,8 +39,6 @@ MAX_PAGE = 1_000_000
 # the statuses a recorded transaction can have (a simulation is never recorded)
 STATUSES = tuple(status.value for status in Status if status != Status.SIMULATED)
 TYPES = tuple(kind.value for kind in TransactionType)
-# RFC 3339, as the API document's date-time format says: a time and an offset are required
-DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})\Z")
 
 
 def choice(name: str, values: tuple[str, ...]) -> QueryParameter:
@@ -57,7 +56,7 @@ class TransactionReadingController(Controller):
     opt = roles(BROKER, AUDITOR)
     parameters = version_header()
 
-    @get("/", operation_id="listTransactions", sync_to_thread=True)
+    @get("/", operation_id="listTransactions", sync_to_thread=True, opt={HEAVY_READ: "asOf"})  # asOf: heavy
     def list_transactions(
         self,
         request: Request,
@@ -139,17 +138,16 @@ def page_at(
 
 
 def moment_of(name: str, value: str | None) -> datetime | None:
-    """The instant of an RFC 3339 query parameter `name` (None when not given); 400 `malformed_request`
-    otherwise. The one parsing of every `asOf`, `from` and `to`."""
+    """The instant of the query parameter `name` (None when not given) by the one reading of instants
+    (`interface.instants`: RFC 3339 with an offset, within the years 1 to 9999 in UTC); 400
+    `malformed_request` naming the parameter and the form otherwise. Every `asOf`, `from` and `to` of the API
+    is read here."""
     if value is None:
         return None
-    expected = "an RFC 3339 date-time with an offset, e.g. 2026-03-10T12:00:00Z"
-    if not DATE_TIME.match(value):
-        raise malformed(name, value, expected)
     try:
-        return datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
-    except ValueError:
-        raise malformed(name, value, expected) from None
+        return instants.instant(name, value)
+    except instants.Unreadable as error:
+        raise malformed(name, value, error.expected) from None
 
 
 def one_of(name: str, value: str | None, values: tuple[str, ...]) -> str | None:

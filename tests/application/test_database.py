@@ -77,15 +77,15 @@ def test_env_from_a_socket_url_uses_the_socket_directory_as_host(monkeypatch):
 
 
 def test_the_connection_budget_is_shared_by_the_api_pools_without_going_over():
-    for budget in range(4, 21):
+    for budget in range(5, 41):
         pools = api_pools(budget)
         assert pools.total == budget
-        assert min(pools.events, pools.read_models, pools.api, pools.idempotency) >= 1
-    assert api_pools(6) == ApiPools(events=2, read_models=2, api=1, idempotency=1)
+        assert min(pools.events, pools.read_models, pools.api, pools.idempotency, pools.heavy_reads) >= 1
+    assert api_pools(7) == ApiPools(events=2, read_models=2, api=1, idempotency=1, heavy_reads=1)
 
 
-@pytest.mark.parametrize("value", ["many", "3", "0"])
-def test_a_connection_budget_that_is_not_a_number_of_at_least_4_is_refused(value):
+@pytest.mark.parametrize("value", ["many", "4", "0"])
+def test_a_connection_budget_that_is_not_a_number_of_at_least_5_is_refused(value):
     with pytest.raises(ValueError, match="BROKER_LEDGER_DB_CONNECTIONS"):
         connection_budget(value)
 

@@ -359,8 +359,10 @@ class SignedIn(httpx.Client):
 @contextlib.contextmanager
 def signed_in_client(server: ApiServer, client_id: str, secret: str) -> Iterator[SignedIn]:
     """An httpx client holding the console session of `client_id`, signed in through the sign-in form (with
-    whatever hidden fields the form has), redirects not followed."""
-    with SignedIn(base_url=server.base_url, timeout=30, follow_redirects=False) as client:
+    whatever hidden fields the form has), redirects not followed; its forms say they come from the console's
+    own origin, as a browser's do."""
+    origin = {"Origin": server.base_url}
+    with SignedIn(base_url=server.base_url, timeout=30, follow_redirects=False, headers=origin) as client:
         page = client.get("/console/sign-in")
         assert page.status_code == 200, page.status_code
         form = FormFields.of(page.text, "sign-in")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.clock import MiddayClock
 from tests.e2e.support import (
     API_VERSION,
     CLIENTS,
@@ -33,8 +34,9 @@ from tests.e2e.support import (
 )
 from tests.in_process import AppTransport, InProcessClient, in_process_app
 
-# The real app in-process, its projections running (stopped when the package ends).
-app = in_process_app(scope="package", projections=True)
+# The real app in-process, its projections running (stopped when the package ends), on the real date from
+# midday, so that no test's history straddles a midnight (scripts/test-calendar runs some at 23:59:50).
+app = in_process_app(scope="package", projections=True, clock=MiddayClock())
 
 
 @pytest.fixture(scope="package")

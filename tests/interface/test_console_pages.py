@@ -17,6 +17,7 @@ from application.credentials import VAR_ENV
 from application.store.database import DATABASE_URL_ENV
 from bench.clock import FakeClock
 from interface.cli.main import main
+from interface.environment import DEFAULT_CONSOLE_ORIGIN
 from tests.e2e.support import AddressSource, Customer, buy_body, client_secrets, unique_code
 from tests.in_process import InProcessClient, RoleCalls, in_process_app
 
@@ -24,6 +25,7 @@ START = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 CLOCK = FakeClock(START)
 client = in_process_app(projections=True, own_database="broker_console", clock=CLOCK)
 HTML = "text/html"
+FROM_THE_CONSOLE = {"Origin": DEFAULT_CONSOLE_ORIGIN}  # the console's origin, as a browser on its page sends
 
 
 class Desk(RoleCalls):
@@ -80,7 +82,7 @@ def auditor(client: InProcessClient, ledger: dict[str, Any]) -> Iterator[InProce
 def signed_in(client: InProcessClient, client_id: str) -> Any:
     secret = client_secrets(client.var)[client_id]
     form = {"client_id": client_id, "client_secret": secret}
-    return client.post("/console/sign-in", data=form, follow_redirects=False)
+    return client.post("/console/sign-in", data=form, headers=FROM_THE_CONSOLE, follow_redirects=False)
 
 
 def points(html: str) -> list[int]:
@@ -122,7 +124,7 @@ def test_the_cookie_is_secure_when_the_console_is_served_over_tls(client: InProc
     answer = client.post(
         "/console/sign-in",
         data={"client_id": "demo-auditor", "client_secret": secret},
-        headers={"X-Forwarded-Proto": "https"},
+        headers={"X-Forwarded-Proto": "https", **FROM_THE_CONSOLE},
         follow_redirects=False,
     )
     assert "Secure" in answer.headers["set-cookie"]
@@ -141,7 +143,8 @@ def test_a_refused_sign_in_shows_why_on_the_sign_in_page(
     client: InProcessClient, client_id: str, secret: str | None, status: int, message: str
 ) -> None:
     secret = secret or client_secrets(client.var)[client_id]
-    answer = client.post("/console/sign-in", data={"client_id": client_id, "client_secret": secret})
+    form = {"client_id": client_id, "client_secret": secret}
+    answer = client.post("/console/sign-in", data=form, headers=FROM_THE_CONSOLE)
     assert answer.status_code == status, answer.text
     assert 'id="sign-in-error"' in answer.text and message in answer.text
     assert "console_session" not in answer.headers.get("set-cookie", "")
@@ -306,7 +309,7 @@ def test_an_operator_sees_no_transactions(client: InProcessClient, ledger: dict[
 
 def test_signing_out_ends_the_session(client: InProcessClient, ledger: dict[str, Any]) -> None:
     signed_in(client, "demo-auditor")
-    answer = client.post("/console/sign-out", follow_redirects=False)
+    answer = client.post("/console/sign-out", headers=FROM_THE_CONSOLE, follow_redirects=False)
     assert answer.status_code == 303 and answer.headers["location"] == "/console/sign-in"
     assert "Max-Age=0" in answer.headers["set-cookie"]
     assert client.get("/console/transactions", follow_redirects=False).status_code == 303

@@ -60,6 +60,7 @@ TRADE = {
     "crypto_address_invalid": ADDRESS,
     "trust_level_limit_exceeded": LIMIT,
     "requested_price_outside_wiggle_room": PRICE,
+    "amount_below_fees": FEES,
 }
 REFUSED_FOR_STATE = {
     "createAccount": {"crypto_address_invalid": ADDRESS},
@@ -78,6 +79,7 @@ REFUSED_FOR_STATE = {
         "reserve_move_to_same_reserve": SAME_RESERVE,
         "reserve_type_mismatch": RESERVE_TYPE,
     },
+    "getReconciliation": {"period_too_long": "JSON Schema cannot bound the time between two date-times"},
 }
 
 

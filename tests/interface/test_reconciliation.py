@@ -180,6 +180,11 @@ def test_the_period_before_anything_is_clean_and_another_partner_sees_nothing_of
         "from": iso(before),
         "to": iso(history.start),
         "clean": True,
+        "page": 1,
+        "pageSize": 100,
+        "totalPages": 0,
+        "reportsTotal": 0,
+        "differencesTotal": 0,
         "reserves": [],
         "reports": [],
         "differences": [],
@@ -252,7 +257,34 @@ def test_the_command_exits_1_and_lists_each_difference(cli, capsys):
 
 def test_the_command_refuses_a_malformed_bound(cli, capsys):
     assert run("audit", "reconcile", "--from", "yesterday", "--to", iso(cli.end)) == 2
-    assert "query parameter from=" in capsys.readouterr().err
+    refusal = capsys.readouterr().err
+    assert "audit reconcile: --from 'yesterday' must be an RFC 3339 date-time" in refusal
+    assert "query parameter" not in refusal  # the command line's words, not the HTTP's
+    assert run("audit", "reconcile", "--from", iso(cli.start), "--to", "9999-12-31T23:59:59-01:00") == 2
+    assert "--to '9999-12-31T23:59:59-01:00' must be" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "from=0001-01-01T00:00:00%2B01:00&to=2026-04-02T00:00:00Z",  # before the year 1 in UTC
+        "from=2026-04-01T00:00:00Z&to=9999-12-31T23:59:59-01:00",  # after the year 9999 in UTC
+        "from=20260401T000000Z&to=2026-04-02T00:00:00Z",
+    ],
+)
+def test_bounds_outside_the_years_1_to_9999_in_utc_or_of_another_form_are_400(desk, query):
+    answer = desk.call("auditor", "GET", f"/reconciliation?{query}", status=400)
+    assert answer["code"] == "malformed_request" and "must be an RFC 3339 date-time" in answer["detail"]
+    assert "0001 to 9999" in answer["detail"]
+
+
+def test_the_first_and_last_instants_of_the_calendar_are_bounds_like_any_other(desk):
+    for start, end, shown in [
+        ("0001-01-01T00:00:00Z", "0001-01-02T00:00:00%2B01:00", "0001-01-01T23:00:00Z"),
+        ("9999-12-30T23:59:59Z", "9999-12-31T23:59:59.999999Z", "9999-12-31T23:59:59.999999Z"),
+    ]:
+        answer = desk.call("auditor", "GET", f"/reconciliation?from={start}&to={end}")
+        assert answer["reports"] == [] and answer["to"] == shown
 
 
 @contextmanager

@@ -2,9 +2,13 @@
 JSON response, which must equal the ```json sample that follows it value for value once both are normalised.
 
 What differs from run to run is normalised the same way on both sides, as docs/api.md says:
-- a timestamp (RFC 3339, in a value or inside a text) becomes `<time>` and a date `<date>`; a sample's
-  timestamps must be real ones (no hour 24), and where an object has both `created` and `validUntil` (or
-  `at` and `valid_until`) the time between them must be the documented one;
+- a timestamp (RFC 3339, in a value or inside a text) becomes `<time>`, a date `<date>` and a value that is a
+  month alone (a monthly limit's `periodKey`) `<month>`; a sample's timestamps must be real ones (no hour 24),
+  and where an object has both `created` and `validUntil` (or `at` and `valid_until`) the time between them
+  must be the documented one;
+- the calendar's values are checked by their rule on both sides instead: in one answer's limits every daily
+  `periodKey` is the same day and every monthly one that day's month, so the guide answers as documented on
+  any date (a month's and a year's end, 29 February: scripts/test runs it there under faketime);
 - transaction codes (`TX` + 16 hex digits), account codes (`AC` + 18), UUIDs, derivation paths and every
   Bitcoin address that the examples do not type themselves (the service's deposit addresses) are named in
   order of first appearance over the whole guide (`TX#1`, `AC#1`, `address#1`, ...), so the documented
@@ -33,6 +37,7 @@ BLOCK = re.compile(r"```(bash|json)\n(.*?)```", re.DOTALL)
 MARK = "@@example-end@@"
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 DATE = re.compile(r"\b\d{4}-\d\d-\d\d\b")
+MONTH = re.compile(r"^\d{4}-(?:0[1-9]|1[0-2])$")
 NAMED = re.compile(
     r"(?P<TX>\bTX[0-9A-F]{16}\b)|(?P<AC>\bAC[0-9A-F]{18}\b)"
     r"|(?P<uuid>\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b)"
@@ -92,6 +97,7 @@ class Normaliser:
             value = value.replace(self.run, "1")
         value = TIMESTAMP.sub("<time>", value)
         value = DATE.sub("<date>", value)
+        value = MONTH.sub("<month>", value)
         return NAMED.sub(self._name, value)
 
     def _name(self, match: re.Match[str]) -> str:
@@ -148,6 +154,28 @@ def _gap(start: str, end: str) -> object:
     )
 
 
+def calendar_problems(answer: object, where: str = "$") -> list[str]:
+    """Limits whose period keys break the calendar's rule: one day for every daily window of an answer, and
+    that day's month for every monthly one (`2026-12-31` and `2026-12`, never `2027-01`)."""
+    if isinstance(answer, list):
+        return [
+            p for number, item in enumerate(answer) for p in calendar_problems(item, f"{where}[{number}]")
+        ]
+    if not isinstance(answer, dict):
+        return []
+    problems = [p for key, value in answer.items() for p in calendar_problems(value, f"{where}.{key}")]
+    windows = answer.get("limits")
+    if isinstance(windows, list) and all(isinstance(w, dict) and "periodKey" in w for w in windows):
+        keys = {(w.get("period"), w["periodKey"]) for w in windows}
+        days = {key for period, key in keys if period == "daily"}
+        months = {key for period, key in keys if period == "monthly"}
+        if len(days) > 1 or len(months) > 1 or any(month != day[:7] for month in months for day in days):
+            problems.append(
+                f"{where}.limits: daily keys {sorted(days)} and monthly keys {sorted(months)} disagree"
+            )
+    return problems
+
+
 def differences(sample: object, actual: object, where: str = "$") -> list[str]:
     """Where two normalised answers differ: keys, values, and numbers' decimal places."""
     if isinstance(sample, dict) and isinstance(actual, dict):
@@ -201,5 +229,7 @@ def compare(found: list[Example], printed: list[str], run_value: str) -> list[st
             problems.append(f"example {number}: printed no JSON: {text!r}")
             continue
         problems += [f"example {number}: {p}" for p in time_problems(example.sample, actual)]
+        for side, answer in (("documented", example.sample), ("given", actual)):
+            problems += [f"example {number}: {side} {p}" for p in calendar_problems(answer)]
         problems += [f"example {number}: {p}" for p in differences(documented(example.sample), given(actual))]
     return problems

@@ -85,7 +85,8 @@ def console_pages(server: ApiServer) -> dict[str, int]:
     secret = client_secrets(server.var)["demo-auditor"]
     form = {"client_id": "demo-auditor", "client_secret": secret}
     with httpx.Client(base_url=server.base_url, timeout=10, follow_redirects=True) as browser:
-        landed = browser.post("/console/sign-in", data=form)
+        # from the console's own page: `serve` takes the origin it listens on as the console's
+        landed = browser.post("/console/sign-in", data=form, headers={"Origin": server.base_url})
         statuses = {"sign-in": landed.status_code if landed.url.path == "/console/transactions" else 0}
         for page in ("/console/transactions", "/console/reserves", "/console/volumes", "/console/system"):
             answer = browser.get(page)

@@ -182,22 +182,26 @@ def refusal(role: psycopg.Connection, statement: str) -> type[Exception] | None:
 def test_conditions_run_after_the_policy_and_what_the_role_may_not_do_is_refused(two_partners, partner_role):
     """Functions of a query (a cast that fails with its value, a function that prints its arguments) see
     only the rows the policy lets through: their errors and notices quote none of the other partner's. The
-    role's writes, files, other roles and the policies' off switch are refused by its privileges (its
-    sessions' read-only default is off here, which it may change)."""
+    role's writes, files, temporary objects, other roles and the policies' off switch are refused by its
+    privileges (its sessions' read-only default is off here, which it may change); so the function that
+    prints is created by the owner."""
     hidden = hidden_values(two_partners)
     notices: list[str] = []
+    tell = (
+        "CREATE FUNCTION {}.tell(text) RETURNS boolean LANGUAGE plpgsql COST 0.0001 "
+        "AS $$ BEGIN RAISE NOTICE 'saw %', $1; RETURN true; END $$"
+    )
+    with psycopg.connect(two_partners, autocommit=True) as owner:
+        owner.execute(tell.format("public"))
     with connect_as(two_partners, partner_role, "pw-1") as role:
         role.add_notice_handler(lambda notice: notices.append(str(notice.message_primary)))
         with pytest.raises(psycopg.errors.InvalidTextRepresentation) as failed:
             role.execute("SELECT * FROM read.transactions WHERE (transaction_code || id)::int > 0")
         assert not leaks(str(failed.value), hidden)
         role.execute("SET default_transaction_read_only = off")
-        role.execute(
-            "CREATE FUNCTION pg_temp.tell(text) RETURNS boolean LANGUAGE plpgsql COST 0.0001 "
-            "AS $$ BEGIN RAISE NOTICE 'saw %', $1; RETURN true; END $$"
-        )
-        role.execute("SELECT count(*) FROM read.transactions WHERE pg_temp.tell(transaction_code || partner)")
-        role.execute("SELECT count(*) FROM read.postings WHERE pg_temp.tell(partner || account)")
+        assert refusal(role, tell.format("pg_temp")) is psycopg.errors.InsufficientPrivilege
+        role.execute("SELECT count(*) FROM read.transactions WHERE public.tell(transaction_code || partner)")
+        role.execute("SELECT count(*) FROM read.postings WHERE public.tell(partner || account)")
         refused = {name: refusal(role, statement) for name, statement in REFUSED.items()}
     assert notices and not leaks(" ".join(notices), hidden)
     assert {name for name, error in refused.items() if error is None} == set()

@@ -21,6 +21,8 @@ from interface.cli.main import main
 from tests.projections.audit_support import Flows, catch_up, new_ledger, own_database, query, stored_event
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "broker-ledger"
+# a period (from, to] holding every event, its bounds as every instant is written (RFC 3339 with an offset)
+EVERYTHING = ("--from", "2000-01-01T00:00:00Z", "--to", "2100-01-01T00:00:00Z")
 
 
 @pytest.fixture(scope="module")
@@ -100,16 +102,16 @@ def test_verify_refuses_a_malformed_kept_hash(audited, capsys, kept):
 
 def test_export_writes_the_period_to_a_file(audited, tmp_path, capsys):
     out = tmp_path / "history.jsonl"
-    assert run("audit", "export", "--from", "2000-01-01", "--to", "2100-01-01", "--out", str(out)) == 0
+    assert run("audit", "export", *EVERYTHING, "--out", str(out)) == 0
     lines = [json.loads(line, parse_float=Decimal) for line in out.read_text().splitlines()]
     count = query(audited, "SELECT count(*) AS n FROM ledger.ledger_events")[0]["n"]
     assert len(lines) == count
-    assert f"exported {count} events recorded in [2000-01-01 00:00:00+00:00" in capsys.readouterr().err
+    assert f"exported {count} events recorded in (2000-01-01 00:00:00+00:00" in capsys.readouterr().err
     assert all(line["chain_hash"] for line in lines)
 
 
 def test_export_writes_to_standard_output_by_default(audited, capsys):
-    assert run("audit", "export", "--from", "2000-01-01T00:00:00+00:00", "--to", "2000-01-02") == 0
+    assert run("audit", "export", "--from", "2000-01-01T00:00:00+00:00", "--to", "2000-01-02T00:00:00Z") == 0
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "exported 0 events" in captured.err
@@ -117,7 +119,7 @@ def test_export_writes_to_standard_output_by_default(audited, capsys):
 
 def test_export_creates_the_missing_folders_of_its_path(audited, tmp_path):
     out = tmp_path / "audits" / "2026" / "history.jsonl"
-    assert run("audit", "export", "--from", "2000-01-01", "--to", "2100-01-01", "--out", str(out)) == 0
+    assert run("audit", "export", *EVERYTHING, "--out", str(out)) == 0
     count = query(audited, "SELECT count(*) AS n FROM ledger.ledger_events")[0]["n"]
     assert out.read_text().count("\n") == count
 
@@ -127,7 +129,7 @@ def test_export_under_a_file_says_a_file_is_in_the_way_and_exits_2(audited, tmp_
     in_the_way.write_text("kept")
 
     out = f"{in_the_way}/sub"
-    assert run("audit", "export", "--from", "2000-01-01", "--to", "2100-01-01", "--out", out) == 2
+    assert run("audit", "export", *EVERYTHING, "--out", out) == 2
 
     refusal = capsys.readouterr().err
     assert f"cannot create the folder {in_the_way}: a file is where a folder should be" in refusal
@@ -136,7 +138,7 @@ def test_export_under_a_file_says_a_file_is_in_the_way_and_exits_2(audited, tmp_
 
 
 def test_export_to_a_full_device_says_so_and_exits_2(audited, capsys):
-    assert run("audit", "export", "--from", "2000-01-01", "--to", "2100-01-01", "--out", "/dev/full") == 2
+    assert run("audit", "export", *EVERYTHING, "--out", "/dev/full") == 2
     assert "cannot write /dev/full: No space left on device" in capsys.readouterr().err
 
 
@@ -149,7 +151,7 @@ def test_an_export_that_fails_midway_leaves_no_file(audited, tmp_path, monkeypat
     monkeypatch.setattr(audit_cli, "export", disk_full_after_a_line)
     out = tmp_path / "history.jsonl"
 
-    assert run("audit", "export", "--from", "2000-01-01", "--to", "2100-01-01", "--out", str(out)) == 2
+    assert run("audit", "export", *EVERYTHING, "--out", str(out)) == 2
 
     assert "No space left on device; nothing was kept" in capsys.readouterr().err
     assert not out.exists()
@@ -159,7 +161,7 @@ def test_export_to_a_full_standard_output_says_so_without_a_traceback(audited):
     env = {**os.environ, DATABASE_URL_ENV: audited}
     with open("/dev/full", "w") as full:
         done = subprocess.run(
-            [str(CONSOLE_SCRIPT), "audit", "export", "--from", "2000-01-01", "--to", "2100-01-01"],
+            [str(CONSOLE_SCRIPT), "audit", "export", *EVERYTHING],
             env=env,
             stdout=full,
             stderr=subprocess.PIPE,
@@ -172,7 +174,14 @@ def test_export_to_a_full_standard_output_says_so_without_a_traceback(audited):
 
 @pytest.mark.parametrize(
     ("start", "end"),
-    [("yesterday", "2100-01-01"), ("2026-03-02", "2026-03-01"), ("2026-03-01", "2026-03-01")],
+    [
+        ("yesterday", "2100-01-01T00:00:00Z"),
+        ("2026-03-01", "2026-03-02T00:00:00Z"),  # a day: not an instant of the API's form
+        ("2026-W09-7T00:00:00Z", "2026-03-02T00:00:00Z"),
+        ("0001-01-01T00:00:00+01:00", "2026-03-02T00:00:00Z"),  # before the year 1 in UTC
+        ("2026-03-02T00:00:00Z", "2026-03-01T00:00:00Z"),
+        ("2026-03-01T00:00:00Z", "2026-03-01T00:00:00Z"),
+    ],
 )
 def test_export_refuses_a_malformed_or_empty_period(audited, capsys, start, end):
     assert run("audit", "export", "--from", start, "--to", end) == 2

@@ -7,7 +7,7 @@ import io
 import json
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -24,7 +24,7 @@ CHAIN = (ProjectionSpec(AuditChainProjection, AuditChain),)
 
 @pytest.fixture(scope="module")
 def five_lives(database_url: str) -> Iterator[tuple[str, datetime, datetime]]:
-    """Two customers' lives before `start`, two within [start, end), one after; all chained."""
+    """Two customers' lives before `start`, two within (start, end], one after; all chained."""
     with own_database(database_url) as url:
         ledger = new_ledger(url)
         flows = Flows(ledger)
@@ -77,7 +77,7 @@ def timestamps(url: str) -> list[tuple[int, datetime]]:
 def test_the_export_holds_exactly_the_events_of_the_period_in_notification_order(periods):
     url, start, end = periods
     lines = exported(url, start, end)
-    expected = [n for n, at in timestamps(url) if start <= at < end]
+    expected = [n for n, at in timestamps(url) if start < at <= end]
     assert [line["notification_id"] for line in lines] == expected
     assert len(lines) > 20  # two customers' lives
     assert {line["data"].get("code") for line in lines if line["type"].endswith("Customer.Registered")} == {
@@ -85,7 +85,7 @@ def test_the_export_holds_exactly_the_events_of_the_period_in_notification_order
         "c3",
     }
     for line in lines:
-        assert start <= datetime.fromisoformat(line["timestamp"]) < end
+        assert start < datetime.fromisoformat(line["timestamp"]) <= end
         assert set(line) == {
             "notification_id",
             "aggregate_id",
@@ -98,6 +98,15 @@ def test_the_export_holds_exactly_the_events_of_the_period_in_notification_order
             "previous_chain_hash",
             "chain_hash",
         }
+
+
+def test_the_period_is_from_excluded_to_included_as_every_period_of_the_api(periods):
+    url, _, _ = periods
+    at = timestamps(url)[5][1]
+    at_that_time = sorted(n for n, moment in timestamps(url) if moment == at)
+    just_before, just_after = at - timedelta(microseconds=1), at + timedelta(microseconds=1)
+    assert [line["notification_id"] for line in exported(url, just_before, at)] == at_that_time
+    assert not {line["notification_id"] for line in exported(url, at, just_after)} & set(at_that_time)
 
 
 def test_amounts_are_exact_json_numbers(periods):

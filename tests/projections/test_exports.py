@@ -190,6 +190,9 @@ def test_another_partners_export_holds_none_of_demos_rows(books: str, tmp_path: 
         ("2026-03-10", END, "--from '2026-03-10' must be an RFC 3339"),
         (START, "2026-03-12T00:00:00", "--to '2026-03-12T00:00:00' must be"),
         (START, "2026-02-30T00:00:00Z", "--to '2026-02-30T00:00:00Z' must be"),
+        (START, "9999-12-31T23:59:59-01:00", "--to '9999-12-31T23:59:59-01:00' must be"),  # year 10000 in UTC
+        ("0001-01-01T00:00:00+01:00", END, "within the years 0001 to 9999 in UTC"),
+        ("20260310T123000Z", END, "--from '20260310T123000Z' must be an RFC 3339"),
         (END, START, "must be before --to"),
         (START, START, "must be before --to"),
     ],
@@ -216,3 +219,12 @@ def test_the_example_of_docs_analytics_runs(books: str, tmp_path: Path, monkeypa
     assert run(*shlex.split(command.group(1).replace("\\\n", " "))[1:]) == 0
     rows = duckdb.sql(query.group(1)).fetchall()
     assert rows and all(row[-1] is True for row in rows)
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "csv"])
+def test_the_whole_calendar_is_a_period_like_any_other(books: str, tmp_path: Path, file_format: str) -> None:
+    whole = ("--from", "0001-01-01T00:00:00Z", "--to", "9999-12-31T23:59:59.999999Z")
+    argv = ("export", "--partner", "demo", *whole, "--format", file_format, "--out", str(tmp_path / "all"))
+    assert run(*argv) == 0
+    manifest = json.loads((tmp_path / "all" / "manifest.json").read_text())
+    assert manifest["files"][0]["rows"] > 0

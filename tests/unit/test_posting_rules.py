@@ -28,6 +28,7 @@ class MemoryPostings:
         self.postings: list[Posting] = []
         self.skipped: list[int] = []
         self.places: list[tuple[str, str, str, Any]] = []
+        self.reports: list[tuple[Any, ...]] = []  # the chain reports kept for the reconciliation
 
     def deal_state(self, deal_id: UUID) -> DealState | None:
         return self.deals.get(deal_id)
@@ -45,6 +46,8 @@ class MemoryPostings:
             else:
                 self.deals[changes["deal_id"]] = changes["state"]
         self.places.extend(changes.get("places", ()))
+        if changes.get("report") is not None:
+            self.reports.append(changes["report"])
 
 
 class Books:
@@ -141,14 +144,15 @@ def test_a_completed_buy_sends_crypto_and_fee_from_the_hot_wallet_and_banks_the_
     assert books.view.deals == {}  # a final transaction is forgotten
 
 
-def test_a_sell_seen_on_chain_is_memoed_as_unconfirmed_once(books: Books) -> None:
+def test_a_sell_seen_on_chain_is_memoed_as_unconfirmed_once_and_each_report_kept(books: Books) -> None:
     sell = initiated_sell()
     sell.report_deposit(deposit(sell, confirmations=1), REQUIRED, True, LATER)
     sell.report_deposit(deposit(sell, confirmations=2), REQUIRED, True, LATER)
     [memo] = books.process(sell)
     amount = sell.order.quote.crypto_amount
     assert lines(memo) == {("unconfirmed_deposits", "BTC"): amount, ("deposits_pending", "BTC"): -amount}
-    assert len(books.view.skipped) == 1  # the second Confirming
+    assert books.view.skipped == []  # the second Confirming posts nothing, but its report is kept
+    assert len(books.view.reports) == 2
 
 
 def test_a_confirmed_sell_receives_crypto_owes_its_payout_and_reverses_the_memo(books: Books) -> None:
