@@ -17,7 +17,7 @@ The variables, each with its field, its default, and what it does:
   key=value string.
 - `PGUSER`, `PGDATABASE`, `PGHOST`, `PGPORT`, `PGPASSWORD` (`libpq`, default libpq's): the parts of the
   database's URL that it leaves out.
-- `BROKER_LEDGER_DB_CONNECTIONS` (`connections`, default 7, at least 5): the most connections one process's
+- `BROKER_LEDGER_DB_CONNECTIONS` (`connections`, default 8, at least 6): the most connections one process's
   pools hold together.
 - `BROKER_LEDGER_GROUP_COMMIT` (`group_commit`, default on): "off" commits each save in a transaction of
   its own, as eventsourcing does, rather than several together (`application.store.group_commit`).

@@ -22,7 +22,7 @@ def too_many_clients(server_url: str) -> str:
     one of the superuser's reserved connections, if there is one)."""
     advice = (
         f"PostgreSQL at {redact(server_url)} is running but has no connection left. This suite needs at most "
-        f"{SUITE_CONNECTIONS} at once (a `serve` it starts holds at most BROKER_LEDGER_DB_CONNECTIONS = 7 "
+        f"{SUITE_CONNECTIONS} at once (a `serve` it starts holds at most BROKER_LEDGER_DB_CONNECTIONS = 8 "
         "per worker and 1 per projection; see README, Configuration: Connections); the rest of"
         " max_connections is taken by other clients. Stop them, run fewer test sessions at once, or raise it."
     )

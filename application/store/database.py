@@ -43,8 +43,8 @@ from application.store.schema_lock import SerialAggregateRecorder, SerialApplica
 DATABASE_URL_ENV = "DATABASE_URL"  # the server; unset: the embedded one
 CONNECTIONS_ENV = "BROKER_LEDGER_DB_CONNECTIONS"  # the most a process's pools hold together
 GROUP_COMMIT_ENV = "BROKER_LEDGER_GROUP_COMMIT"  # "off": one transaction per save, as eventsourcing does
-DEFAULT_CONNECTIONS = 7
-MIN_CONNECTIONS = 5  # one per pool of an API worker
+DEFAULT_CONNECTIONS = 8
+MIN_CONNECTIONS = 6  # one per pool of an API worker, two for the heavy reads
 GROUP_COMMIT_RECORDER = "application.store.group_commit:GroupCommitRecorder"
 FACTORY = "application.store.database:BudgetedPostgresFactory"
 APPLICATION_NAME_KEY = "POSTGRES_APPLICATION_NAME"  # ours: eventsourcing's factory has no key for it
@@ -116,10 +116,11 @@ def connection_budget(raw: str) -> int:
 
 
 def api_pools(budget: int) -> ApiPools:
-    """One connection each for the API's own two pools, one for the heavy reads per 7 of the budget, the rest
-    shared by the event store and the read models (the event store's committer keeps one busy, so it gets the
-    larger half): 7 gives 2, 2, 1, 1, 1."""
-    heavy_reads = max(1, budget // 7)
+    """One connection each for the API's own two pools, a quarter of the budget (at least 2) for the heavy
+    reads, so that two partners' heavy reads run side by side, the rest shared by the event store and the
+    read models (the event store's committer keeps one busy, so it gets the larger half): 8 gives 2, 2, 1, 1,
+    2."""
+    heavy_reads = max(2, budget // 4)
     read_models = max(1, (budget - 2 - heavy_reads) // 2)
     return ApiPools(
         events=budget - 2 - heavy_reads - read_models,

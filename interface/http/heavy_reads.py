@@ -3,13 +3,14 @@
 A heavy read is one whose cost grows with the partner's history or the period asked for: the reconciliation
 (`GET /reconciliation`), the lists as they stood at an instant (`GET /transactions/custodian?asOf=`,
 `GET /reserves?asOf=`), and the console's charts and timelines. Each runs in a worker thread (its handler is
-synchronous, `sync_to_thread`) and holds one of its partner's `[heavy_reads] per_partner` slots (2 by
-default) while it runs. A request that finds its partner's slots taken waits for one at most
-`wait_seconds` (1 s by default), then is refused with 429 `heavy_reads_busy` and `Retry-After`, as
-problem+json: what a partner asks beyond its slots waits on itself, never on the others' slots, the
-threads, the connections or /health, which takes no slot. The reconciliation and the reserves' heavy reads
-read on a pool of their own (`heavy_pool`: a share of the worker's connection budget, one per 7 of
-BROKER_LEDGER_DB_CONNECTIONS, `application.store.database.api_pools`; opened as needed), never
+synchronous, `sync_to_thread`) and holds one of its partner's `[heavy_reads] per_partner` slots (1 by
+default: with the heavy reads' 2 connections, two partners' heavy reads run side by side) while it runs.
+A request that finds its partner's slots taken waits for one at most `wait_seconds` (1 s by default),
+then is refused with 429 `heavy_reads_busy` and `Retry-After`, as problem+json: what a partner asks beyond
+its slots waits on itself, never on the others' slots, the threads, the connections or /health, which takes
+no slot. The reconciliation and the reserves' heavy reads
+read on a pool of their own (`heavy_pool`: a share of the worker's connection budget, a quarter of
+BROKER_LEDGER_DB_CONNECTIONS and at least 2, `application.store.database.api_pools`; opened as needed), never
 on the API's pool of one connection that /health, the reserves and the callbacks share: a heavy read cannot
 hold the connection /health waits for.
 

@@ -69,7 +69,7 @@ class HeavyReadSettings(Base, kw_only=True):
     how long one waits for a slot before 429 `heavy_reads_busy` (their own pool is a share of each worker's
     connection budget, BROKER_LEDGER_DB_CONNECTIONS: `application.store.database.api_pools`)."""
 
-    per_partner: int = 2
+    per_partner: int = 1
     wait_seconds: float = 1.0
 
 

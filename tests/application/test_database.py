@@ -73,19 +73,19 @@ def test_env_from_a_socket_url_uses_the_socket_directory_as_host(monkeypatch):
     assert env["POSTGRES_PASSWORD"] == ""
     assert env["POSTGRES_DBNAME"] == "postgres"
     assert env["POSTGRES_SCHEMA"] == "t_1"
-    assert env["POSTGRES_MAX_OVERFLOW"] == "4"
+    assert env["POSTGRES_MAX_OVERFLOW"] == "3"  # the event store's share of 10 (api_pools)
 
 
 def test_the_connection_budget_is_shared_by_the_api_pools_without_going_over():
-    for budget in range(5, 41):
+    for budget in range(6, 41):
         pools = api_pools(budget)
         assert pools.total == budget
         assert min(pools.events, pools.read_models, pools.api, pools.idempotency, pools.heavy_reads) >= 1
-    assert api_pools(7) == ApiPools(events=2, read_models=2, api=1, idempotency=1, heavy_reads=1)
+    assert api_pools(8) == ApiPools(events=2, read_models=2, api=1, idempotency=1, heavy_reads=2)
 
 
-@pytest.mark.parametrize("value", ["many", "4", "0"])
-def test_a_connection_budget_that_is_not_a_number_of_at_least_5_is_refused(value):
+@pytest.mark.parametrize("value", ["many", "5", "0"])
+def test_a_connection_budget_that_is_not_a_number_of_at_least_6_is_refused(value):
     with pytest.raises(ValueError, match="BROKER_LEDGER_DB_CONNECTIONS"):
         connection_budget(value)
 

@@ -35,7 +35,11 @@ from tests.e2e.support import AddressSource, Customer, buy_body, unique_code
 from tests.in_process import InProcessClient, RoleCalls, in_process_app
 
 CLOCK = FakeClock(datetime(2026, 5, 31, 23, 0, tzinfo=UTC))  # a day and a month end an hour later
-client = in_process_app(projections=True, own_database="broker_as_of", clock=CLOCK)
+# No sweep in the background: a staged buy lapses when a step asks for it (its commit refused), never between
+# a read `asOf` and the replay it is compared with (the sweep records the lapse at the clock's time, before
+# the instant read).
+SWEEP = {"BROKER_LEDGER_EXPIRY_SWEEP_SECONDS": "3600"}
+client = in_process_app(projections=True, own_database="broker_as_of", clock=CLOCK, env=SWEEP)
 SECOND = timedelta(seconds=1)
 
 

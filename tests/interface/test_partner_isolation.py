@@ -31,9 +31,10 @@ from tests.in_process import InProcessClient, RoleCalls, in_process_app
 
 CLOCK = FakeClock(datetime(2026, 5, 4, 9, 0, tzinfo=UTC))
 WAIT_SECONDS = 0.5
+DEFAULT_HEAVY_READS = "[heavy_reads]\nper_partner = 1\nwait_seconds = 1\n"
+assert DEFAULT_HEAVY_READS in DEFAULT_SETTINGS.read_text()
 SETTINGS = DEFAULT_SETTINGS.read_text().replace(
-    "[heavy_reads]\nper_partner = 2\nwait_seconds = 1\n",
-    f"[heavy_reads]\nper_partner = 2\nwait_seconds = {WAIT_SECONDS}\n",
+    DEFAULT_HEAVY_READS, f"[heavy_reads]\nper_partner = 2\nwait_seconds = {WAIT_SECONDS}\n"
 )
 client = in_process_app(projections=True, own_database="broker_isolation", clock=CLOCK, settings=SETTINGS)
 STRAYS = 3  # deposits to addresses of no sell: a disputed report, a difference, each

@@ -1,6 +1,6 @@
 """The service keeps to its connection budget: `broker-ledger serve` (one worker, running the projections too)
 holds at most 8 connections while idle, and under concurrent buys its pools hold at most
-BROKER_LEDGER_DB_CONNECTIONS (7) plus one per projection it runs; every one of them says whose it is.
+BROKER_LEDGER_DB_CONNECTIONS (8) plus one per projection it runs; every one of them says whose it is.
 
 The server runs on a database of its own on the suite's server, so `pg_stat_activity` rows of that database
 are all the service's; they are sampled every 20 ms while eight threads buy (with Idempotency-Keys) and read

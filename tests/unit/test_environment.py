@@ -20,7 +20,7 @@ def test_an_empty_environment_gives_every_default() -> None:
     assert environment.token_key is None
     assert environment.database_url == ""
     assert environment.libpq == LibpqDefaults()
-    assert environment.connections == 7
+    assert environment.connections == 8
     assert environment.group_commit and environment.run_projections
     assert environment.projection_page == 500
     assert environment.stall_seconds == 30.0

@@ -53,7 +53,7 @@ def test_a_read_waiting_on_the_event_loop_gets_the_slot_freed_within_the_wait_an
 
 def test_the_settings_refuse_a_partner_share_below_one_and_a_negative_wait():
     text = DEFAULT_SETTINGS.read_text().replace(
-        "[heavy_reads]\nper_partner = 2\nwait_seconds = 1\n",
+        "[heavy_reads]\nper_partner = 1\nwait_seconds = 1\n",
         "[heavy_reads]\nper_partner = 0\nwait_seconds = -1\n",
     )
     with pytest.raises(SettingsError) as refused:
