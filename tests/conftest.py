@@ -41,11 +41,12 @@ SERVER = pytest.StashKey[SuiteServer]()
 # at a time, side by side, and handed out before any other module, as they take longest:
 # - "processes": API servers and projection runners on the suite's server, whose connections must not add up;
 # - "faults": tests/resilience, whose servers run on a PostgreSQL cluster of the tests' own (its connections
-#   are not the suite's), but for its modules of SUITE_SERVER_MODULES.
+#   are not the suite's), but for its modules of SUITE_SERVER_MODULES, and tests/ha (a Patroni cluster of
+#   three servers and etcd, killed and hung: never beside another cluster's faults).
 # The modules of OWN_SERVERS start PostgreSQL servers of their own: they run beside the groups as any module.
 PROCESS_FOLDERS = (Path("tests/process"), Path("tests/servers"), Path("tests/browser"))
 PROCESS_MODULES = ("test_crash_recovery.py", "test_runner_processes.py")  # projections run, killed
-FAULT_FOLDERS = (Path("tests/resilience"),)
+FAULT_FOLDERS = (Path("tests/resilience"), Path("tests/ha"))
 SUITE_SERVER_MODULES = ("test_connection_budget.py",)  # a `serve` on the suite's server: with "processes"
 OWN_SERVERS = ("test_embedded_postgres.py",)
 PROCESS_GROUPS = ("processes", "faults")
