@@ -80,3 +80,8 @@ def run_cli(*argv: str) -> int:
     with pytest.raises(SystemExit) as exit_:
         main(list(argv))
     return exit_.value.code
+
+
+def create_role(name: str, *options: str) -> int:
+    """`analyst create-role` of a role `name` (password `pw-1`) with `options`; its exit status."""
+    return run_cli("analyst", "create-role", "--name", name, "--password", "pw-1", *options)

@@ -5,17 +5,11 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from interface.cli.main import main
 from projections.catalog import PROJECTIONS, by_name
 from projections.runner import open_view
 from projections.status import record_failure
 from tests.projections.conftest import connect_as
-
-
-def run(*argv: str) -> int:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(argv))
-    return exit_.value.code
+from tests.projections.support import run_cli as run
 
 
 def test_the_analyst_role_reads_the_read_models_but_not_the_event_store(populated, analyst_name, capsys):

@@ -15,25 +15,16 @@ from application.credentials import VAR_ENV
 from application.store.advisory_locks import LOCK_FUNCTIONS
 from application.store.database import build_url
 from application.store.schema_lock import SCHEMA_LOCK
-from interface.cli.main import main
 from projections import status
 from projections.catalog import PROJECTIONS
 from projections.live import ProjectionWorker
 from projections.runner import STARTUP_LOCK, open_view
 from tests.projections.conftest import connect_as
 from tests.projections.stall_support import eventually, head_of
+from tests.projections.support import create_role
+from tests.projections.support import run_cli as run
 
 SERVICE_KEYS = [SCHEMA_LOCK, STARTUP_LOCK, *(spec.lock_key() for spec in PROJECTIONS)]
-
-
-def run(*argv: str) -> int:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(argv))
-    return exit_.value.code
-
-
-def create_role(name: str, *options: str) -> int:
-    return run("analyst", "create-role", "--name", name, "--password", "pw-1", *options)
 
 
 def lock_call(function: str) -> str:

@@ -15,11 +15,11 @@ import psycopg
 import pytest
 
 from interface.cli.analyst import PRIVATE_TABLES
-from interface.cli.main import main
 from projections.catalog import PROJECTIONS, by_name
 from projections.partner_policies import under_policy
 from projections.runner import open_view, replay
 from tests.projections.conftest import connect_as
+from tests.projections.support import run_cli as run
 
 PARTNER, HIDDEN = "other", "demo"  # the role's partner; the partner it must not see
 DOC = Path(__file__).resolve().parents[2] / "docs" / "analytics.md"
@@ -76,12 +76,6 @@ REFUSED = {
     "another partner": "UPDATE read.analyst_partners SET partner = 'demo'",
     "every partner": "DELETE FROM read.analyst_partners",
 }
-
-
-def run(*argv: str) -> int:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(argv))
-    return exit_.value.code
 
 
 @pytest.fixture

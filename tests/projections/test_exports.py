@@ -23,20 +23,14 @@ from application.credentials import VAR_ENV
 from application.ledger import Ledger
 from application.store.database import DATABASE_URL_ENV
 from application.use_cases import UseCases
-from interface.cli.main import main
 from projections.exports import EXTRACTS
 from projections.reserve_positions import read_positions
 from tests.projections.scenario import populate, replay_what_exports_read
+from tests.projections.support import run_cli as run
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "analytics.md"
 START, END = "2026-03-10T12:30:00Z", "2026-03-12T00:00:00Z"  # after the opening balance, to the end
 PERIOD = {"start": START.replace("Z", "+00:00"), "end": END.replace("Z", "+00:00"), "partner": "demo"}
-
-
-def run(*argv: str) -> int:
-    with pytest.raises(SystemExit) as exit_:
-        main(list(argv))
-    return exit_.value.code
 
 
 @pytest.fixture
