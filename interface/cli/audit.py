@@ -12,7 +12,7 @@ from typing import Annotated, TextIO
 
 from cyclopts import App, Parameter
 
-from interface.cli.main import SettingsOption, event_store_url, fail, settings_or_none
+from interface.cli.main import SettingsOption, event_store_url, fail, settings_or_none, unknown_partner
 from interface.environment import Environment
 from interface.instants import Unreadable, instant
 from interface.reconciliation.routes import period_between
@@ -218,10 +218,7 @@ def _partner_refusal(partner: str, settings: Path) -> str | None:
     loaded = settings_or_none(settings)
     if loaded is None:
         return f"cannot check --partner {partner!r}: the settings {settings} have problems (above)"
-    partners = loaded.ledger.partners
-    if partner in partners:
-        return None
-    return f"unknown partner {partner!r}; configured: {', '.join(sorted(partners))}"
+    return unknown_partner(partner, loaded.ledger.partners)
 
 
 def print_reconciliation(done: Reconciliation, out: TextIO | None = None) -> None:

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from cyclopts import Parameter
 
-from interface.cli.main import USAGE_ERROR, database_url, fail, settings_or_none
+from interface.cli.main import USAGE_ERROR, database_url, fail, settings_or_none, unknown_partner
 from interface.environment import Environment
 from interface.instants import Unreadable, instant
 from projections.export_files import MANIFEST, Progress, UnsafeOutput, export_period, prepare_folder
@@ -67,8 +67,8 @@ def export(
     if loaded is None:
         return USAGE_ERROR
     ledger = loaded.ledger
-    if partner not in ledger.partners:
-        return fail(f"export: unknown partner {partner!r}; configured: {', '.join(sorted(ledger.partners))}")
+    if (unknown := unknown_partner(partner, ledger.partners)) is not None:
+        return fail(f"export: {unknown}")
     assets = Assets(
         fiat={code: currency.minor_units for code, currency in ledger.currencies.items()},
         crypto={code: crypto.precision for code, crypto in ledger.cryptos.items()},

@@ -14,7 +14,7 @@ what it needs.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated
@@ -75,6 +75,13 @@ def event_store_url(environment: Environment) -> str:
     url = database_url(environment)
     ensure_schema(url, EVENTS_SCHEMA)
     return url
+
+
+def unknown_partner(partner: str, partners: Iterable[str]) -> str | None:
+    """Why `--partner` is refused (the settings do not name it), or None when they do."""
+    if partner in partners:
+        return None
+    return f"unknown partner {partner!r}; configured: {', '.join(sorted(partners))}"
 
 
 def settings_or_none(path: Path) -> ServiceSettings | None:
