@@ -275,7 +275,10 @@ def load_run(
     connections: int,
     args: argparse.Namespace,
     cpu_parts: dict[str, Callable[[], list[int]]],
+    tag: str = "",
 ) -> LoadRun:
+    """One measured run of the buys; `tag` sets its Idempotency-Keys apart from those of another run at the
+    same connection count on the same database (bench/replication_cost.py's rounds), which would replay."""
     settle(url, tables)
     as_in_service(url)
     buys_before, rows_before = scalar(url, COUNT_BUYS), scalar(url, COUNT_READ_ROWS)
@@ -284,7 +287,8 @@ def load_run(
     waits = WaitSampler(url).start()
     counters = commit_counters(server.base_url)
     cpu = CpuMeter(cpu_parts).start()
-    script_args = [CUSTOMER_PREFIX, str(args.customers), f"load-{os.getpid()}-c{connections}", FIAT_VALUE]
+    keys = f"load-{os.getpid()}-c{connections}{tag}"
+    script_args = [CUSTOMER_PREFIX, str(args.customers), keys, FIAT_VALUE]
     script_args += [CUSTOMER_ADDRESS, "no-keys" if args.without_keys else "keys"]
     wrk = run_wrk(f"{server.base_url}/brokerbuy", token, args.seconds, connections, script_args)
     counters = commit_counters(server.base_url) - counters
@@ -385,12 +389,20 @@ def floor_server(args: argparse.Namespace, url: str, directory: Path) -> Iterato
         yield floor
 
 
-def floor_run(floor: Process, url: str, connections: int, args: argparse.Namespace, phase: str) -> FloorRun:
-    """One run of the floor: one event saved per request, nothing else."""
+def floor_run(
+    floor: Process,
+    url: str,
+    connections: int,
+    args: argparse.Namespace,
+    phase: str,
+    cpu_parts: dict[str, Callable[[], list[int]]] | None = None,
+) -> FloorRun:
+    """One run of the floor: one event saved per request, nothing else; CPU of its workers, of PostgreSQL and
+    of the machine, and of `cpu_parts` when given."""
     note(f"wrk: floor, {connections} connections, {args.seconds} s ({phase} the buys)")
     as_in_service(url)
     stored_before = scalar(url, COUNT_FLOOR_EVENTS)
-    cpu = CpuMeter({"floor workers": floor.worker_pids}).start()
+    cpu = CpuMeter({"floor workers": floor.worker_pids, **(cpu_parts or {})}).start()
     script_args = [CUSTOMER_PREFIX, str(args.customers), f"floor-c{connections}-{phase}", FIAT_VALUE]
     wrk = run_wrk(
         f"{floor.base_url}/brokerbuy", "none", args.seconds, connections, [*script_args, CUSTOMER_ADDRESS]

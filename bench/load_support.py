@@ -359,10 +359,18 @@ class WrkResult:
         return self.ok / self.seconds if self.seconds else 0.0
 
 
-def run_wrk(url: str, token: str, seconds: int, connections: int, script_args: list[str]) -> WrkResult:
-    """One wrk run with bench/wrk_buy.lua; its "BENCH" lines are parsed into a WrkResult."""
+def run_wrk(
+    url: str,
+    token: str,
+    seconds: int,
+    connections: int,
+    script_args: list[str],
+    script: Path = WRK_SCRIPT,
+) -> WrkResult:
+    """One wrk run with bench/wrk_buy.lua (or `script`, which prints the same "BENCH" lines, as
+    bench/wrk_get.lua does); its "BENCH" lines are parsed into a WrkResult."""
     command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "--timeout", "10s"]
-    command += ["-H", f"Authorization: Bearer {token}", "-s", str(WRK_SCRIPT), url, "--", *script_args]
+    command += ["-H", f"Authorization: Bearer {token}", "-s", str(script), url, "--", *script_args]
     finished = subprocess.run(command, capture_output=True, text=True)
     if finished.returncode != 0 or "BENCH requests" not in finished.stdout:
         raise RuntimeError(f"wrk failed ({finished.returncode}): {finished.stderr[-2000:]}{finished.stdout}")

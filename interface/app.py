@@ -50,13 +50,18 @@ from interface.health.routes import health, liveness
 from interface.http.auth import FailedAttempts, TokenService
 from interface.http.bodies import StrictJsonRequest
 from interface.http.common import LedgerResponse, allow_every_method
-from interface.http.heavy_reads import HeavyReads, HeavyReadsMiddleware, heavy_pool
+from interface.http.heavy_reads import HeavyReads, HeavyReadsMiddleware, heavy_pools
 from interface.http.idempotency import MAX_BODY, IdempotencyStore
 from interface.http.idempotent_requests import IdempotencyMiddleware
 from interface.http.observability import ObservedLitestar, metrics
 from interface.http.problems import EXCEPTION_HANDLERS
 from interface.http.rate_limits import RateLimitMiddleware
-from interface.http.read_your_writes import ReadYourWritesMiddleware, WritePositions
+from interface.http.read_your_writes import (
+    ON_READ_SERVERS,
+    ReadPools,
+    ReadYourWritesMiddleware,
+    WritePositions,
+)
 from interface.http.request_head import StorableTextMiddleware
 from interface.http.security import UNAUTHENTICATED_PATHS, BearerAuthentication
 from interface.http.settings import ApiSettings, load_service_settings
@@ -101,6 +106,13 @@ class Runtime:
     write_positions: WritePositions
     environment: Environment  # what the process was started with, read once (`interface.environment`)
     console_sessions: ConsoleSessions  # the console's sessions, recorded in the API's schema
+    read_url: str | None = None  # the read servers' (BROKER_LEDGER_READ_DATABASE_URL); None: the primary
+    read_pool: ConnectionPool | None = None  # the API pool's counterpart there, for the reserves
+
+    @property
+    def read_pools(self) -> ReadPools:
+        """The reserves' connections: the read servers' first when set, then the API's pool."""
+        return ReadPools(self.pool, self.read_pool)
 
     async def open(self) -> None:
         """Opens what lives on the server's event loop: the idempotency keys' async pool."""
@@ -109,16 +121,24 @@ class Runtime:
     def close(self) -> None:
         self.ledger.close()
         self.pool.close()
+        if self.read_pool is not None:
+            self.read_pool.close()
         self.reader.close()
 
     def pools(self) -> dict[str, Any]:
-        """The connection pools of this process, by what they serve (for GET /metrics)."""
-        return {
+        """The connection pools of this process, by what they serve (for GET /metrics); those on the read
+        servers begin with ON_READ_SERVERS."""
+        found = {
             "event_store": self.ledger.recorder.datastore.pool,
             "api": self.pool,
             "idempotency": self.idempotency.async_pool,
-            "read_models": self.reader.view.datastore.pool,
+            "read_models": self.reader.primary_view.datastore.pool,
         }
+        if self.reader.primary is not None:
+            found[f"{ON_READ_SERVERS}_read_models"] = self.reader.view.datastore.pool
+        if self.read_pool is not None:
+            found[f"{ON_READ_SERVERS}_api"] = self.read_pool
+        return found
 
     async def aclose(self) -> None:
         await self.idempotency.async_pool.close()
@@ -154,19 +174,7 @@ def build_runtime(
         callback_urls=CallbackUrlPolicy(settings.callback_http_hosts),  # a requested URL's host resolved
     )
     credentials = load_or_create_credentials(loaded, var, token_key=environment.token_key)
-    # idempotency leases, callbacks, health: a request waits at most 3 s for a connection, checked before
-    # use when it was idle (`check_if_stale`), so a database restart does not fail the next requests on dead
-    # connections and a busy pool pays no round trip per loan
-    pool = ConnectionPool(
-        tagged(url, "api"),
-        min_size=0,
-        max_size=sizes.api,
-        open=True,
-        timeout=3,
-        max_idle=IDLE_SECONDS,
-        check=check_if_stale,
-        reset=note_use,
-    )
+    pool = api_pool(url, sizes.api, "api")  # idempotency leases, callbacks, health, the reserves
     # the requests' claims and answers of idempotency keys, on the event loop (opened with the app); each
     # statement commits by itself, with no BEGIN and COMMIT round trips around it
     async_pool = AsyncConnectionPool(
@@ -190,6 +198,7 @@ def build_runtime(
     console_records = SessionRecords(pool, async_pool, API_SCHEMA, clock)
     console_records.create_table()
     write_positions.kept_with_events(ledger.recorder)  # no statement of its own per write
+    read_url = environment.read_servers_url
     return Runtime(
         settings=settings,
         api_settings=loaded.api,
@@ -200,17 +209,44 @@ def build_runtime(
         idempotency=idempotency,
         pool=pool,
         database_url=url,
-        reader=Reader(
-            ledger,
-            open_view(
-                url, READ_MODELS, settings=pool_settings(sizes.read_models, "read-models", checked=True)
-            ),
-            write_positions,
-        ),
+        reader=read_models_reader(ledger, url, read_url, sizes.read_models, write_positions),
         write_positions=write_positions,
         environment=environment,
         console_sessions=ConsoleSessions(console_records, environment.console_address),
+        read_url=read_url,
+        read_pool=None if read_url is None else api_pool(read_url, sizes.api, f"{ON_READ_SERVERS} api"),
     )
+
+
+def api_pool(url: str, size: int, name: str) -> ConnectionPool:
+    """A pool of the API's own reads and writes (idempotency leases, callbacks, health, the reserves): a
+    request waits at most 3 s for a connection, checked before use when it was idle (`check_if_stale`), so
+    a database restart does not fail the next requests on dead connections and a busy pool pays no round
+    trip per loan."""
+    return ConnectionPool(
+        tagged(url, name),
+        min_size=0,
+        max_size=size,
+        open=True,
+        timeout=3,
+        max_idle=IDLE_SECONDS,
+        check=check_if_stale,
+        reset=note_use,
+    )
+
+
+def read_models_reader(
+    ledger: Ledger, url: str, read_url: str | None, size: int, positions: WritePositions
+) -> Reader:
+    """The reader of the read models: on the primary's view (which creates their tables); with read servers
+    (`read_url`), on theirs first, opened without creating anything (a standby takes no DDL), the primary's
+    view then reading the partners' last writes and serving what the read servers cannot give in time."""
+    primary = open_view(url, READ_MODELS, settings=pool_settings(size, "read-models", checked=True))
+    if read_url is None:
+        return Reader(ledger, primary, positions)
+    settings = pool_settings(size, f"{ON_READ_SERVERS} read-models", checked=True)
+    standby = open_view(read_url, READ_MODELS, settings=settings, create_tables=False)
+    return Reader(ledger, standby, positions, primary=primary)
 
 
 def projection_workers(runtime: Runtime) -> list[ProjectionWorker]:
@@ -278,7 +314,7 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
     heavy = runtime.api_settings.heavy_reads
     heavy_reads = HeavyReads(heavy.per_partner, heavy.wait_seconds)
     heavy_share = api_pools(runtime.environment.connections).heavy_reads  # of the worker's budget
-    heavy_connections = heavy_pool(runtime.database_url, heavy_share)  # never the API's pool
+    heavy_connections = heavy_pools(runtime.database_url, runtime.read_url, heavy_share)  # never the API's
     callbacks = Callbacks(
         runtime.pool,
         runtime.database_url,
@@ -340,7 +376,8 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
                 "pools": runtime.pools,
                 "write_positions": runtime.write_positions,
                 "heavy_reads": heavy_reads,
-                "heavy_pool": heavy_connections,
+                "heavy_pools": heavy_connections,
+                "read_pools": runtime.read_pools,
             }
         ),
         on_startup=[

@@ -15,8 +15,17 @@ The variables, each with its field, its default, and what it does:
   signing key, base64 of at least 32 bytes.
 - `DATABASE_URL` (`database_url`, default none: the embedded server): the PostgreSQL server, as a URL or a
   key=value string.
-- `PGUSER`, `PGDATABASE`, `PGHOST`, `PGPORT`, `PGPASSWORD` (`libpq`, default libpq's): the parts of the
-  database's URL that it leaves out.
+- `PGUSER`, `PGDATABASE`, `PGHOST`, `PGPORT`, `PGPASSWORD` (`libpq`, default libpq's), `PGCONNECT_TIMEOUT`
+  (default 3): the parts of the database's URL that it leaves out. The URL may list several servers (libpq's
+  multi-host URL, `postgresql://u@h1:5432,h2:5432,h3:5432/db?target_session_attrs=read-write`): every
+  connection then goes to the one that takes writes (docs/high-availability.md).
+- `BROKER_LEDGER_READ_DATABASE_URL` (`read_database_url`, default none: every read on `DATABASE_URL`'s
+  server): the servers the read models' reads go to, PostgreSQL standbys, as a URL like `DATABASE_URL`'s
+  (the PG* variables fill in the same parts), e.g.
+  `postgresql://u@h1:5432,h2:5432,h3:5432/db?target_session_attrs=prefer-standby&load_balance_hosts=random`.
+  A read there still sees its partner's last write, else it is served by the primary
+  (`interface.http.read_your_writes`, docs/high-availability.md, "Reads from standbys"); the log and the
+  decisions stay on `DATABASE_URL`'s.
 - `BROKER_LEDGER_DB_CONNECTIONS` (`connections`, default 8, at least 6): the most connections one process's
   pools hold together.
 - `BROKER_LEDGER_GROUP_COMMIT` (`group_commit`, default on): "off" commits each save in a transaction of
@@ -83,6 +92,7 @@ MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's name
 SUPERVISOR_ENV = "BROKER_LEDGER_SUPERVISOR_PID"  # set by `serve` before it starts its workers
 CONNECTION_NAME_ENV = "PGAPPNAME"  # libpq's default application_name
 CONSOLE_ORIGIN_ENV = "BROKER_LEDGER_CONSOLE_ORIGIN"
+READ_DATABASE_URL_ENV = "BROKER_LEDGER_READ_DATABASE_URL"  # the read servers (standbys)
 DEFAULT_CONSOLE_ORIGIN = "http://127.0.0.1:8000"  # `serve`'s default address
 Number = TypeVar("Number", int, float)
 LIBPQ_ENV = {
@@ -91,6 +101,7 @@ LIBPQ_ENV = {
     "host": "PGHOST",
     "port": "PGPORT",
     "password": "PGPASSWORD",
+    "connect_timeout": "PGCONNECT_TIMEOUT",
 }
 
 
@@ -102,6 +113,7 @@ class Environment:
     var_dir: Path
     token_key: str | None = field(repr=False)  # a secret
     database_url: str = field(repr=False)  # "" when unset: the embedded server; may hold a password
+    read_database_url: str = field(repr=False)  # "" when unset: every read on `database_url`'s server
     libpq: LibpqDefaults
     connections: int
     group_commit: bool
@@ -124,6 +136,7 @@ class Environment:
             var_dir=Path(found.get(VAR_ENV) or DEFAULT_VAR),
             token_key=found.get(TOKEN_KEY_ENV) or None,
             database_url=found.get(DATABASE_URL_ENV, "").strip(),
+            read_database_url=found.get(READ_DATABASE_URL_ENV, "").strip(),
             libpq=LibpqDefaults(**{part: found.get(name) or "" for part, name in LIBPQ_ENV.items()}),
             connections=connection_budget(found.get(CONNECTIONS_ENV, "")),
             group_commit=not _is_off(found.get(GROUP_COMMIT_ENV, "")),
@@ -138,6 +151,12 @@ class Environment:
             supervisor_pid=_pid(found.get(SUPERVISOR_ENV, "")),
             console_origin=_origin(found.get(CONSOLE_ORIGIN_ENV, "").strip()),
         )
+
+    @property
+    def read_servers_url(self) -> str | None:
+        """The read servers' URL with the parts it leaves out that the PG* variables give, as the main URL is
+        completed (`LibpqDefaults.complete`); None when unset (every read goes to the main URL's server)."""
+        return self.libpq.complete(self.read_database_url) if self.read_database_url else None
 
     @property
     def console_address(self) -> str:

@@ -82,12 +82,18 @@ def open_view(
     schema: str = READ_SCHEMA,
     settings: dict[str, str] | None = None,
     connection: psycopg.Connection[Any] | None = None,
+    create_tables: bool = True,
 ) -> ReadModel:
     """The projection's view, for reading it or replaying into it (its tables are created if missing);
     `settings` overrides eventsourcing's (e.g. `POSTGRES_MAX_OVERFLOW` for a view that serves reads); with
     `connection`, the view uses that connection rather than a pool of its own, and so does its start (no
-    other connection is opened)."""
+    other connection is opened). Without `create_tables`, nothing is created and no connection is opened:
+    a view on servers that take no DDL (standbys, `BROKER_LEDGER_READ_DATABASE_URL`), whose tables the
+    primary's view created."""
     env = Environment(spec.name, {**projection_env(url, spec, schema), **(settings or {})})
+    if not create_tables:
+        env["CREATE_TABLE"] = "no"
+        return InfrastructureFactory.construct(env=env).tracking_recorder(spec.view_class)
     if connection is None:
         ensure_schema(url, schema)
         with psycopg.connect(url, autocommit=True) as conn, starting(conn):

@@ -12,11 +12,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pytest_httpserver import HTTPServer
 from standardwebhooks import Webhook
 from werkzeug import Request, Response
+
+from tests.e2e.support import local_callback_settings
 
 
 @dataclass(frozen=True)
@@ -149,3 +152,15 @@ def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 
             return True
         time.sleep(interval)
     return condition()
+
+
+def settings_with_callbacks(path: Path, url: str) -> Path:
+    """The demo settings, with `localhost` allowed for plain http and every EUR buy and sell calling `url`
+    back (the payment methods' default callback URL), so the shared flows need no change."""
+    text = local_callback_settings()
+    for method in ("BANK_EUR_BUY", "BANK_EUR_SELL"):
+        header = f"[payment_methods.{method}]\n"
+        assert header in text
+        text = text.replace(header, f'{header}callback_url = "{url}"\n')
+    path.write_text(text)
+    return path

@@ -6,14 +6,22 @@ pg_stat_activity), a server or network that went silent without closing the conn
 thread would then wait for ever, and every save of the process behind it.
 
 `CommitWatch` gives each use of the committer's connection a deadline. A use that overruns it is interrupted
-from the watch's own thread: the server is asked to cancel what the connection runs (so that it lets go of
-its locks at once), then the connection's socket is shut down, so that the committer's wait ends at once
-with a connection error, whatever the server does. The committer then settles the batch as after any lost
-connection (what landed succeeds, the rest fails and is answered 503 with Retry-After), the pool discards the
-broken connection, and the next batch runs on a new one. The connection is never closed from the watch's
-thread (psycopg frees it on close, under the committer's feet): the committer leaves its use of the
-connection only once an interruption is over, and closes it then (a cancelled statement may have left it
-looking healthy to its pool).
+from the watch's own thread: the connection's socket is shut down, so that the committer's wait ends at once
+with a connection error, whatever the server does. The server is not asked to cancel: a backend running a
+statement sees its client gone within a second (`client_connection_check_interval`, set on every connection
+by `application.store.database.Timeouts`) and ends it, letting go of its locks. A cancel would do harm in
+the one wait the server's own timeouts leave unbounded at COMMIT: the wait for a synchronous standby
+(`SyncRep`, when none is there). Cancelled, that wait ends with the transaction committed on the primary
+alone and visible; the read back would find its events and the save would be acknowledged, then lost if the
+primary failed before a standby had it. Left alone, the commit stays invisible until a standby has it; the
+read back finds nothing, the save fails (503, a retried key finds whatever committed in the end), and the
+committer's next batches wait for the table lock that commit holds, so /health says `committer_stalled`.
+
+The committer settles an interrupted batch as after any lost connection (what landed succeeds, the rest
+fails and is answered 503 with Retry-After), and the next batch runs on a new connection. The connection is
+never closed from the watch's thread (psycopg frees it on close, under the committer's feet): the committer
+leaves its use of the connection only once an interruption is over, and closes it then, so that its pool
+discards it.
 
 `CommitProgress` says whether the committer commits, for GET /health: a batch under way for longer than the
 bound, batches failing for longer than it while saves keep coming, or saves waiting that long for a
@@ -35,7 +43,6 @@ from typing import Any
 import psycopg
 from prometheus_client import Counter
 
-CANCEL_SECONDS = 2.0  # how long the watch waits for the server to take a cancel request
 INTERRUPTED = Counter(
     "broker_ledger_group_commit_interruptions",
     "Batches of the group committer interrupted for overrunning their deadline (their connection replaced)",
@@ -104,14 +111,10 @@ class CommitWatch:
 
 
 def interrupt(connection: psycopg.Connection[Any], why: str) -> None:
-    """Ends whatever `connection` waits for, from another thread: a cancel request to the server, then the
-    socket shut down (the connection is left to its owner to close)."""
+    """Ends whatever `connection` waits for, from another thread, by shutting its socket down (the connection
+    is left to its owner to close); never with a cancel request (see the module docstring)."""
     log.warning("interrupting the group committer's connection: %s", why)
     INTERRUPTED.inc()
-    try:
-        connection.cancel_safe(timeout=CANCEL_SECONDS)
-    except (psycopg.Error, OSError) as error:  # the server is unreachable: the shutdown suffices
-        log.warning("could not cancel the group committer's statement: %s", error)
     try:
         descriptor = os.dup(connection.fileno())
     except (psycopg.Error, OSError):  # closed meanwhile: nothing waits on it any more

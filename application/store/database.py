@@ -29,7 +29,7 @@ import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 import psycopg
 from eventsourcing.postgres import PostgresFactory
@@ -59,22 +59,33 @@ logger = logging.getLogger(__name__)
 _embedded_server: Any = None
 _embedded_lock = threading.Lock()
 
-# Connection parameters that eventsourcing's factory has keys for; any others in a URL are ignored.
-_SUPPORTED_PARAMS = frozenset(
-    {"host", "port", "dbname", "user", "password", "connect_timeout", "application_name"}
-)
+LIBPQ_PARAMS_KEY = "POSTGRES_LIBPQ_PARAMS"  # ours: the URL's other libpq parameters, URL-encoded
+DEFAULT_CONNECT_TIMEOUT = "3"  # seconds libpq tries each server of a URL (a hung one never answers)
+# Connection parameters that eventsourcing's factory has keys for; the URL's others (target_session_attrs,
+# sslmode, keepalives...) reach the event store's pool through LIBPQ_PARAMS_KEY.
+_FACTORY_PARAMS = frozenset({"host", "port", "dbname", "user", "password", "application_name"})
+
+
+CLIENT_CHECK_SECONDS = 1.0  # how often a backend running a statement checks that its client is still there
 
 
 @dataclass(frozen=True)
 class Timeouts:
-    """How long a connection's statements may wait for a lock, and run, before PostgreSQL cancels them."""
+    """How long a connection's statements may wait for a lock, and run, before PostgreSQL cancels them; and
+    (every connection) how often a backend running one checks that its client is still connected
+    (`client_connection_check_interval`, PostgreSQL 14+), so that a statement whose client shut its
+    connection down (the group committer's watch, `application.store.commit_watch`) ends within that time
+    and lets go of its locks, with no cancel request."""
 
     lock: float  # seconds
     statement: float  # seconds
 
     def options(self) -> str:
         """As libpq `options`, set when the connection opens."""
-        return f"-c lock_timeout={self.lock * 1000:.0f} -c statement_timeout={self.statement * 1000:.0f}"
+        return (
+            f"-c lock_timeout={self.lock * 1000:.0f} -c statement_timeout={self.statement * 1000:.0f}"
+            f" -c client_connection_check_interval={CLIENT_CHECK_SECONDS * 1000:.0f}"
+        )
 
 
 # The API's event-store and read-model pools: a read blocked by a lock (e.g. an ACCESS EXCLUSIVE one) ends in
@@ -176,11 +187,17 @@ class BudgetedPostgresFactory(PostgresFactory):
         name = self.env.get(APPLICATION_NAME_KEY)
         options = self.env.get(OPTIONS_KEY)
         if isinstance(pool.kwargs, dict):
+            pool.kwargs.update(parse_qsl_params(self.env.get(LIBPQ_PARAMS_KEY) or ""))
             if name:
                 pool.kwargs["application_name"] = name
             if options:
                 pool.kwargs["options"] = options
         pool.max_idle = IDLE_SECONDS
+
+
+def parse_qsl_params(encoded: str) -> dict[str, str]:
+    """The libpq parameters `eventsourcing_env` wrote under LIBPQ_PARAMS_KEY."""
+    return dict(parse_qsl(encoded, keep_blank_values=True))
 
 
 def resolve_database_url(var_dir: Path, configured: str) -> str:
@@ -237,25 +254,26 @@ def stop_embedded_server() -> None:
 @dataclass(frozen=True)
 class LibpqDefaults:
     """The connection parameters libpq takes from its PG* environment variables (`PGUSER`, `PGDATABASE`,
-    `PGHOST`, `PGPORT`, `PGPASSWORD`) where a URL leaves them out; "" for one not set. Read at start
-    (`interface.environment`) and written into the service's URL (`complete`), so that eventsourcing's
-    settings, which need every part, are made of the values libpq connects with."""
+    `PGHOST`, `PGPORT`, `PGPASSWORD`, `PGCONNECT_TIMEOUT`) where a URL leaves them out; "" for one not set.
+    Read at start (`interface.environment`) and written into the service's URL (`complete`), so that
+    eventsourcing's settings, which need every part, are made of the values libpq connects with. A URL
+    without a connect_timeout gets DEFAULT_CONNECT_TIMEOUT: libpq's default waits for ever for a server that
+    accepts the connection and never answers (a hung one), where a multi-host URL should try the next."""
 
     user: str = ""
     dbname: str = ""
     host: str = ""
     port: str = ""
     password: str = field(default="", repr=False)
+    connect_timeout: str = ""
 
     def complete(self, url: str) -> str:
         """`url` with each part it leaves out (or leaves empty) that these defaults give; `url` itself when
         there is none to add."""
         params = conninfo_to_dict(url)
-        added = {
-            part.name: value
-            for part in fields(self)
-            if (value := getattr(self, part.name)) and not params.get(part.name)
-        }
+        given = {part.name: getattr(self, part.name) for part in fields(self)}
+        given["connect_timeout"] = given["connect_timeout"] or DEFAULT_CONNECT_TIMEOUT
+        added = {name: value for name, value in given.items() if value and not params.get(name)}
         return build_url({**params, **added}) if added else url
 
 
@@ -266,14 +284,16 @@ def eventsourcing_env(
     the event store's share of `connections` (the process's budget, `api_pools`); saves group-committed
     (`application.store.group_commit`) unless not `group_commit` (BROKER_LEDGER_GROUP_COMMIT=off).
 
-    Accepts URLs (`postgresql://user:pass@host:port/db`, `postgresql://user@/db?host=/socket/dir`)
-    and key=value strings. Parts the URL leaves out are libpq's defaults (the service's URL has the PG*
-    variables' written in at start, `LibpqDefaults.complete`).
+    Accepts URLs (`postgresql://user:pass@host:port/db`, `postgresql://user@/db?host=/socket/dir`), libpq's
+    multi-host ones (`postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`: hosts and ports
+    as lists) and key=value strings; the parameters beyond those eventsourcing has keys for (the URL's
+    `connect_timeout`, DEFAULT_CONNECT_TIMEOUT when it has none, `target_session_attrs`, `sslmode`...) are
+    given to the pool's connections as they are. Parts the URL leaves out are libpq's defaults (the
+    service's URL has the PG* variables' written in at start, `LibpqDefaults.complete`).
     """
     params = conninfo_to_dict(url)
-    ignored = sorted(set(params) - _SUPPORTED_PARAMS)
-    if ignored:
-        logger.warning("Ignoring connection parameters not supported here: %s", ", ".join(ignored))
+    libpq = {key: str(value) for key, value in params.items() if key not in _FACTORY_PARAMS}
+    libpq.setdefault("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
     user = str(params.get("user") or getpass.getuser())
     return {
         "PERSISTENCE_MODULE": FACTORY,
@@ -285,7 +305,8 @@ def eventsourcing_env(
         "POSTGRES_SCHEMA": schema,
         **pool_settings(api_pools(connections).events, "events"),
         # also how long a request waits for a pooled connection before it is answered 503
-        "POSTGRES_CONNECT_TIMEOUT": str(params.get("connect_timeout") or "3"),
+        "POSTGRES_CONNECT_TIMEOUT": str(params.get("connect_timeout") or DEFAULT_CONNECT_TIMEOUT),
+        LIBPQ_PARAMS_KEY: urlencode(libpq),
         **({"APPLICATION_RECORDER_TOPIC": GROUP_COMMIT_RECORDER} if group_commit else {}),
     }
 

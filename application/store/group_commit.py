@@ -92,6 +92,7 @@ from psycopg.sql import SQL, Identifier, Literal
 from application.store.append_function import AppendFunction
 from application.store.binary_arrays import ByteaArray, Int8Array, TextArray, UUIDArray
 from application.store.commit_watch import CommitProgress, CommitWatch, WatchedUse
+from application.store.database import CLIENT_CHECK_SECONDS
 from application.store.read_ahead import ReadAheadQueries
 from application.store.read_back import ReadBack
 from application.store.save_queue import (
@@ -192,8 +193,15 @@ class GroupCommitRecorder(SerialSchemaCreation, ReadAheadQueries):
             " WHERE originator_id = ANY(%(ids)s)",
         )
         self.timeouts_statement = (
-            SQL("SELECT set_config('lock_timeout', {0}, true), set_config('statement_timeout', {1}, true)")
-            .format(Literal(f"{LOCK_TIMEOUT * 1000:.0f}ms"), Literal(f"{STATEMENT_TIMEOUT * 1000:.0f}ms"))
+            SQL(
+                "SELECT set_config('lock_timeout', {0}, true), set_config('statement_timeout', {1}, true),"
+                " set_config('client_connection_check_interval', {2}, true)"
+            )
+            .format(
+                Literal(f"{LOCK_TIMEOUT * 1000:.0f}ms"),
+                Literal(f"{STATEMENT_TIMEOUT * 1000:.0f}ms"),
+                Literal(f"{CLIENT_CHECK_SECONDS * 1000:.0f}ms"),
+            )
             .as_string()
         )
         # what the API's connections were opened with (libpq options): then the batch need not set them

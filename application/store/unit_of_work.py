@@ -32,23 +32,26 @@ class FirstSaveStatements:
     save carrying them committed, or the refusal (`CompanionRefused`) of the save that carried them. A save
     that failed otherwise (a version conflict, a lost connection) leaves them for the request's next save."""
 
-    __slots__ = ("refused", "rows", "statements")
+    __slots__ = ("refused", "rows", "statements", "unknown")
 
     def __init__(self, statements: Sequence[Statement]) -> None:
         self.statements = statements
         self.rows: list[Rows] | None = None
         self.refused: CompanionRefused | None = None
+        self.unknown = False  # carried by a save found committed after a connection fault: rows not known
 
     @property
     def settled(self) -> bool:
-        return self.rows is not None or self.refused is not None
+        return self.rows is not None or self.refused is not None or self.unknown
 
     def after(self, save: PendingSave) -> None:
         """Notes the outcome of a save that carried the statements. A save that succeeded without their rows
-        (read back after a connection fault: its events were found, its statements' rows are not known)
-        leaves them unsettled."""
+        (read back after a connection fault: its events were found, so its statements committed with them,
+        but what they returned is not known) settles them as `unknown`: they ride with no later save."""
         if save.error is None and len(save.rows) == len(self.statements):
             self.rows = save.rows
+        elif save.error is None:
+            self.unknown = True
         elif isinstance(save.error, CompanionRefused):
             self.refused = save.error
 

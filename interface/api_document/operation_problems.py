@@ -117,7 +117,7 @@ OWN_CODES: dict[str, dict[int, list[str]]] = {
         401: ["invalid_client"],
         429: ["too_many_failed_attempts", "secret_checks_busy"],
     },
-    "health": {503: ["projection_stalled", "committer_stalled"]},
+    "health": {503: ["projection_stalled", "committer_stalled", "database_read_only"]},
     "listTransactions": {429: ["heavy_reads_busy"], 503: ["read_model_behind"]},
     "getReserves": {429: ["heavy_reads_busy"], 503: ["read_model_behind"]},
     "getReconciliation": {422: ["period_too_long"], 429: ["heavy_reads_busy"], 503: ["read_model_behind"]},

@@ -4,18 +4,22 @@ up with the event log, see `projections.status`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar import Response, get
 from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
+from psycopg import Connection
 
 from application.store.group_commit import GroupCommitRecorder
-from interface.health.shapes import Health, ProjectionError, ProjectionHealth, StalledProblem
+from interface.health.shapes import DatabaseServer, Health, ProjectionError, ProjectionHealth, StalledProblem
 from interface.http.problems import PROBLEM_JSON
 from projections import status
 from projections.status import ProjectionState
 
 STALLED = "projection_stalled"
 COMMITTER_STALLED = "committer_stalled"
+READ_ONLY = "database_read_only"
 
 
 @get(
@@ -42,7 +46,8 @@ async def liveness() -> dict[str, str]:
             data_container=StalledProblem,
             description=(
                 "A projection stalled (`projection_stalled`), the event store's committer does not commit"
-                " (`committer_stalled`), or the database is unavailable"
+                " (`committer_stalled`), the server this worker writes to is a standby"
+                " (`database_read_only`), or the database is unavailable"
             ),
             media_type=PROBLEM_JSON,
             generate_examples=False,
@@ -50,20 +55,28 @@ async def liveness() -> dict[str, str]:
     },
 )
 def health(state: State) -> Response[Health]:
-    """Readiness: this process's writes commit (else 503 `committer_stalled`), the database answers, and no
-    projection has a recorded failure or an unapplied event older than BROKER_LEDGER_PROJECTION_STALL_SECONDS
-    (30 by default); else 503 `projection_stalled`."""
+    """Readiness: this process's writes commit (else 503 `committer_stalled`), the database answers and is
+    the primary (else 503 `database_read_only`; 200 names the server in `database`), and no projection has a
+    recorded failure or an unapplied event older than BROKER_LEDGER_PROJECTION_STALL_SECONDS (30 by
+    default); else 503 `projection_stalled`."""
     ledger = state.runtime.ledger
     if isinstance(ledger.recorder, GroupCommitRecorder) and (why := ledger.recorder.stalled()):
         return _committer_stalled(why)
     threshold = state.runtime.environment.stall_seconds
     with state.pool.connection() as conn:
-        conn.execute("SELECT 1")
+        database = database_server(conn)
         head = ledger.recorder.max_notification_id() or 0
         found = status.states(conn, state.projection_names, head, status.event_time(ledger))
+    if not database.primary:
+        return _unready(
+            READ_ONLY,
+            "Database is a standby",
+            f"the server this worker writes to ({database.server}) is a standby: no write can commit there",
+            [f"{database.server} is in recovery"],
+        )
     stalled = [one for one in found if one.stalled(threshold)]
     if not stalled:
-        return Response(Health(status="ok"))
+        return Response(Health(status="ok", database=database))
     detail = "; ".join(one.describe() for one in stalled)
     return _unready(
         STALLED,
@@ -72,6 +85,14 @@ def health(state: State) -> Response[Health]:
         [one.describe() for one in stalled],
         [_projection(one, threshold) for one in found],
     )
+
+
+def database_server(conn: Connection[Any]) -> DatabaseServer:
+    """The server `conn` is on (the primary a multi-host URL picked, or its only one) and whether it is the
+    primary."""
+    row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+    in_recovery = bool(row and row[0])
+    return DatabaseServer(server=f"{conn.info.host}:{conn.info.port}", primary=not in_recovery)
 
 
 def _committer_stalled(why: str) -> Response[Health]:

@@ -31,8 +31,17 @@ class ProjectionHealth(Body):
     error: ProjectionError | None
 
 
+class DatabaseServer(Body):
+    """The PostgreSQL server this worker writes to: with a multi-host DATABASE_URL, the one that took the
+    connection (`target_session_attrs=read-write` picks the primary)."""
+
+    server: str  # host:port, or the socket directory and port
+    primary: bool  # false: a standby (in recovery), where no write commits
+
+
 class Health(Body):
     status: Literal["ok"]
+    database: DatabaseServer
 
 
 class StalledProblem(Problem, kw_only=True, frozen=True):

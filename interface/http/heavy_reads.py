@@ -12,7 +12,9 @@ no slot. The reconciliation and the reserves' heavy reads
 read on a pool of their own (`heavy_pool`: a share of the worker's connection budget, a quarter of
 BROKER_LEDGER_DB_CONNECTIONS and at least 2, `application.store.database.api_pools`; opened as needed), never
 on the API's pool of one connection that /health, the reserves and the callbacks share: a heavy read cannot
-hold the connection /health waits for.
+hold the connection /health waits for. With read servers (BROKER_LEDGER_READ_DATABASE_URL) they have a
+second such pool there, tried first; the primary's serves what the read servers cannot give in time
+(`interface.http.read_your_writes.ReadPools`).
 
 The API's routes say they are heavy in their `opt` (`HEAVY_READ`: True, or the name of the query parameter
 that makes them heavy, such as `asOf`), and `HeavyReadsMiddleware` takes the slot on the event loop before
@@ -39,6 +41,7 @@ from psycopg_pool import ConnectionPool
 from application.store.database import IDLE_SECONDS, check_if_stale, note_use, tagged
 from domain.errors import quoted_text
 from interface.http.problems import ApiProblem
+from interface.http.read_your_writes import ON_READ_SERVERS, ReadPools
 
 HEAVY_READ = "heavy_read"  # a route's `opt` key: True, or the query parameter that makes the read heavy
 RETRY_AFTER_SECONDS = 1
@@ -124,11 +127,11 @@ class HeavyReads:
         )
 
 
-def heavy_pool(database_url: str, connections: int) -> ConnectionPool:
-    """The heavy reads' own connections (at most `connections`, opened as needed, closed when idle), so that
-    they never hold the API's pool, which /health reads on."""
+def heavy_pool(database_url: str, connections: int, name: str = "heavy-reads") -> ConnectionPool:
+    """The heavy reads' own connections (at most `connections`, opened as needed, closed when idle, named
+    `name` in pg_stat_activity), so that they never hold the API's pool, which /health reads on."""
     return ConnectionPool(
-        tagged(database_url, "heavy-reads"),
+        tagged(database_url, name),
         min_size=0,
         max_size=connections,
         open=True,
@@ -137,6 +140,14 @@ def heavy_pool(database_url: str, connections: int) -> ConnectionPool:
         check=check_if_stale,
         reset=note_use,
     )
+
+
+def heavy_pools(url: str, read_url: str | None, connections: int) -> ReadPools:
+    """The heavy reads' pools, of `connections` each: the primary's, and the read servers' when set."""
+    primary = heavy_pool(url, connections)
+    if read_url is None:
+        return ReadPools(primary)
+    return ReadPools(primary, heavy_pool(read_url, connections, f"{ON_READ_SERVERS} heavy-reads"))
 
 
 def heavy_partner(scope: Scope) -> str | None:

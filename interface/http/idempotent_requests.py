@@ -16,6 +16,10 @@ How a keyed request claims its key:
     says if it is not its own.
   - Two requests with one key may both run their use cases; only the one whose save carries the claim
     writes anything.
+  - A save whose connection was lost at its commit and whose events were then found committed (the group
+    committer reads them back, e.g. after a failover) carried its claim, but the claim's rows are lost: the
+    request is answered 503 `database_unavailable` with Retry-After of a lease, and the retry of its key
+    finds what it made, exactly once (`_answer_unknown`).
 - With the library's recorder (`BROKER_LEDGER_GROUP_COMMIT=off`) the key is claimed first, as its own
   statement, before the request runs.
 
@@ -42,6 +46,7 @@ from application.store.unit_of_work import FirstSaveStatements
 from interface.http.common import open_unit_of_work
 from interface.http.idempotency import (
     HEADER,
+    LEASE_SECONDS,
     MAX_BODY,
     MAX_STORED_ANSWER,
     IdempotencyStore,
@@ -124,6 +129,8 @@ class KeyedRequest:
                 return None
             if claim.refused is not None:
                 return await self._held_by_another()
+            if claim.unknown:
+                return _answer_unknown()
             if not self._executed(response):
                 return None
             return await self._claim_at_answer(response)
@@ -210,6 +217,20 @@ class KeyedRequest:
             "a request with this Idempotency-Key ran at the same time; retry it",
             headers={"Retry-After": "1"},
         )
+
+
+def _answer_unknown() -> ApiProblem:
+    """503 for a request whose save committed while the connection carrying its commit was lost (a failover,
+    a restart: found by reading the events back): its key's claim committed with it, but what the claim
+    returned is lost, so the answer cannot be kept under the key. The client retries the same key once the
+    claim's lease lapses, and that retry answers what was committed (a create finds its transaction)."""
+    return ApiProblem(
+        503,
+        "database_unavailable",
+        "the database connection was lost while this request's changes were committed; they are kept. "
+        "Retry with the same Idempotency-Key after the time in Retry-After to get the answer",
+        headers={"Retry-After": str(LEASE_SECONDS)},
+    )
 
 
 def _claimed_at(claim: FirstSaveStatements) -> datetime | None:

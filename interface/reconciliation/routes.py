@@ -24,17 +24,16 @@ from litestar import Controller, Request, get
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.params import QueryParameter
-from psycopg_pool import ConnectionPool
 
 from application.settings import Settings
 from domain.money import WIDE
 from interface.http.common import principal, version_header
 from interface.http.heavy_reads import HEAVY_READ
 from interface.http.problems import ApiProblem
-from interface.http.read_your_writes import WritePositions
+from interface.http.read_your_writes import ReadPools, WritePositions
 from interface.http.security import AUDITOR, OPERATOR, authorize, roles
 from interface.reconciliation import shapes as s
-from interface.reserves.reading import hold_partners_postings
+from interface.reserves.reading import postings_holding_write
 from interface.transactions.lookups import moment_of
 from projections.reconciliation import (
     ChainReport,
@@ -86,23 +85,24 @@ def bounded(period: Period) -> Period:
 @dataclass(frozen=True)
 class ReconciliationReader:
     settings: Settings
-    pool: ConnectionPool
+    pools: ReadPools  # the heavy reads', never the API's pool; the read servers' first when set
     written: WritePositions
     wait_seconds: float = WAIT_SECONDS
 
     @classmethod
     def of(cls, state: State) -> ReconciliationReader:
-        return cls(state.settings, state.heavy_pool, state.write_positions)  # never the API's pool
+        return cls(state.settings, state.heavy_pools, state.write_positions)
 
     def reconcile(self, partner: str, period: Period, window: Window) -> Reconciliation:
         """Once the postings hold the partner's last write: its reserves, reports (in `window`) and
-        differences of the period, in one transaction of the postings' view."""
-        with self.pool.connection() as conn:
-            hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the reconciliation")
-            with conn.transaction():  # the position first: the postings read then hold at least its events
-                position = read_position(conn)
-                reserves = read_reserves(conn, partner, period).get(partner, [])
-                return read_reconciliation(conn, partner, period, position, reserves, window)
+        differences of the period, in one transaction of the postings' view (a read server's when it has
+        that write in time, else the primary's)."""
+        what = "the reconciliation"
+        held = postings_holding_write(self.pools, self.written, partner, self.wait_seconds, what)
+        with held as conn, conn.transaction():  # the position first: the postings read then hold its events
+            position = read_position(conn)
+            reserves = read_reserves(conn, partner, period).get(partner, [])
+            return read_reconciliation(conn, partner, period, position, reserves, window)
 
 
 def reconciliation_body(settings: Settings, done: Reconciliation, window: Window) -> s.Reconciliation:

@@ -12,12 +12,13 @@ failure; a view still behind that write is not served as if it were complete: 50
 reserves as the ledger held them at that instant, summed from the postings of the events up to it
 (`read_positions_at`). Every configured asset has the partner's built-in reserves (the
 hot wallet for cryptos, the bank for currencies) even before anything was posted to them; amounts are shown
-to the asset's places.
+to the asset's places. With read servers (BROKER_LEDGER_READ_DATABASE_URL), the postings are read there
+when they hold the partner's last write in time, else on the primary (`holding_last_write`).
 """
 
 from __future__ import annotations
 
-import logging
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -25,12 +26,11 @@ from typing import Any
 
 from litestar.datastructures import State
 from psycopg import Connection
-from psycopg_pool import ConnectionPool
 
 from application.settings import Settings
 from domain.money import WIDE
 from domain.reserves import BANK, HOT_WALLET
-from interface.http.read_your_writes import WritePositions, holds_write, read_model_behind
+from interface.http.read_your_writes import ReadPools, TrackedView, WritePositions, holding_last_write
 from interface.reserves import shapes as s
 from projections import status
 from projections.ledger_postings import PostingsProjection
@@ -43,25 +43,31 @@ from projections.reserve_positions import (
     wait_for_position,
 )
 
-log = logging.getLogger("broker_ledger.reserves")
 WAIT_SECONDS = 2.0  # how long a read waits for the Postings view to reach the writes made before it
+
+
+def _postings_failing(conn: Connection) -> bool:
+    return status.has_failure(conn, PostingsProjection.name)
+
+
+POSTINGS = TrackedView("ledger postings", wait_for_position, _postings_failing)
 
 
 @dataclass(frozen=True)
 class ReserveReader:
     settings: Settings
-    pool: ConnectionPool
+    pools: ReadPools  # the reserves now: the API's pool, after the read servers' counterpart when set
     written: WritePositions
     wait_seconds: float = WAIT_SECONDS
-    heavy_pool: ConnectionPool | None = None  # the heavy reads' (asOf, by day), never the API's pool
+    heavy_pools: ReadPools | None = None  # the heavy reads' (asOf, by day), never the API's pool
 
     @classmethod
     def of(cls, state: State) -> ReserveReader:
         """The app's: its settings, connection pools and partners' write positions (a dependency)."""
-        return cls(state.settings, state.pool, state.write_positions, heavy_pool=state.heavy_pool)
+        return cls(state.settings, state.read_pools, state.write_positions, heavy_pools=state.heavy_pools)
 
-    def _pool(self, heavy: bool) -> ConnectionPool:
-        return self.heavy_pool if heavy and self.heavy_pool is not None else self.pool
+    def _pools(self, heavy: bool) -> ReadPools:
+        return self.heavy_pools if heavy and self.heavy_pools is not None else self.pools
 
     def reserves(self, partner: str) -> s.Reserves:
         """The partner's reserves once the Postings view has its last write (or the wait ran out)."""
@@ -73,8 +79,8 @@ class ReserveReader:
 
     def positions(self, partner: str, at: datetime | None = None) -> list[ReservePosition]:
         """The partner's positions now, or at `at`, read after its last write (503 while the view lags)."""
-        with self._pool(at is not None).connection() as conn:
-            hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the reserves")
+        pools = self._pools(at is not None)
+        with postings_holding_write(pools, self.written, partner, self.wait_seconds, "the reserves") as conn:
             if at is None:
                 return read_positions(conn, partner, self.built_in())
             return read_positions_at(conn, partner, at, self.built_in())
@@ -84,14 +90,14 @@ class ReserveReader:
     ) -> list[tuple[date, list[ReservePosition]]]:
         """The partner's positions at the end of each UTC day from `first` to `last`, read after its last
         write (the console's chart of reserves)."""
-        with self._pool(True).connection() as conn:
-            hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the reserves")
+        pools = self._pools(True)
+        with postings_holding_write(pools, self.written, partner, self.wait_seconds, "the reserves") as conn:
             return read_daily_positions(conn, partner, first, last, self.built_in())
 
     def transaction_postings(self, partner: str, code: str) -> list[dict[str, Any]]:
         """The postings of the partner's transaction `code`, read after its last write (a timeline's)."""
-        with self._pool(True).connection() as conn:
-            hold_partners_postings(conn, self.written, partner, self.wait_seconds, "the postings")
+        pools = self._pools(True)
+        with postings_holding_write(pools, self.written, partner, self.wait_seconds, "the postings") as conn:
             return transaction_postings(conn, partner, code)
 
     def built_in(self) -> list[tuple[str, str]]:
@@ -101,23 +107,14 @@ class ReserveReader:
         ]
 
 
-def hold_partners_postings(
-    conn: Connection, written: WritePositions, partner: str, wait_seconds: float, answer: str
-) -> None:
-    """Returns once the Postings view holds the partner's last write (at most `wait_seconds`, not at all
-    while its projection has a recorded failure); else 503 `read_model_behind`: `answer` (the reserves, a
-    reconciliation) would miss that write. Every read of the postings waits this way."""
-    last = written.last(conn, partner)
-
-    def failing() -> bool:
-        return status.has_failure(conn, PostingsProjection.name)
-
-    def reached(position: int, seconds: float) -> bool:
-        return wait_for_position(conn, position, seconds)
-
-    if not holds_write(last, reached, failing, wait_seconds):
-        log.warning("ledger postings behind %s's last write (%d); answered 503", partner, last)
-        raise read_model_behind(failing(), "ledger postings", answer)
+def postings_holding_write(
+    pools: ReadPools, written: WritePositions, partner: str, wait_seconds: float, answer: str
+) -> AbstractContextManager[Connection]:
+    """A connection on which the Postings view holds the partner's last write, for the block: the read
+    servers' when they have it within `wait_seconds`, else the primary's (waiting at most what is left of
+    them, not at all while its projection has a recorded failure); else 503 `read_model_behind`: `answer`
+    (the reserves, a reconciliation) would miss that write. Every read of the postings waits this way."""
+    return holding_last_write(pools, written, partner, wait_seconds, POSTINGS, answer)
 
 
 def reserves_body(settings: Settings, positions: list[ReservePosition]) -> s.Reserves:

@@ -10,17 +10,30 @@ transaction is then read from its aggregate in the event store, and a list is re
 do not show is also looked up in the event store before it is called not found. A list `asOf` an instant
 waits the same way, then takes the transactions that existed then, with their status then, from the status
 history (`transaction_page_at`).
+
+With read servers (BROKER_LEDGER_READ_DATABASE_URL), the reads go to their view of the read models first:
+the partner's last write is read on the primary's, the standby's view waits for it, and if it does not
+reach it within the wait (or cannot be reached) the primary's view serves the read, within what is left of
+the same bound (`interface/http/read_your_writes.py`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import date, datetime
 from typing import Any
 
 from application.ledger import Ledger
-from interface.http.read_your_writes import WritePositions, holds_write, read_model_behind
+from interface.http.read_your_writes import (
+    PinnedConnections,
+    WritePositions,
+    holds_write_by,
+    read_model_behind,
+    served_by_the_primary,
+)
 from interface.transactions import presenters
 from interface.transactions import shapes as r
 from projections import status
@@ -40,6 +53,10 @@ DEFAULT_WAIT_SECONDS = 2.0
 
 
 class Reader:
+    """The read models' reads: on `view`, the read servers' when BROKER_LEDGER_READ_DATABASE_URL is set
+    (then `primary` is the primary's view: the partner's last write is read there, and it serves the reads
+    the read servers cannot give in time), else the primary's (`primary` None)."""
+
     def __init__(
         self,
         ledger: Ledger,
@@ -47,26 +64,52 @@ class Reader:
         positions: WritePositions,
         wait_seconds: float = DEFAULT_WAIT_SECONDS,
         failing: Callable[[], bool] | None = None,
+        primary: ReadModels | None = None,
     ) -> None:
         self.ledger = ledger
         self.view = view
+        self.primary = primary
         self.positions = positions
         self.wait_seconds = wait_seconds
         self.failing = failing or self._read_models_failing
+        # one connection of the read servers' view per read (`PinnedConnections`)
+        self.standby_connections = None if primary is None else PinnedConnections.installed_in(view.datastore)
+
+    @property
+    def primary_view(self) -> ReadModels:
+        """The primary's view of the read models (the one the projection writes)."""
+        return self.primary or self.view
 
     def catch_up(self, partner: str) -> bool:
         """Waits until the read models hold the partner's last write (see `holds_write`)."""
-        with self.view.datastore.get_connection() as conn:
+        with self.holding(partner) as view:
+            return view is not None
+
+    @contextmanager
+    def holding(self, partner: str) -> Iterator[ReadModels | None]:
+        """The view that holds the partner's last write, for the block's reads: the read servers' once it
+        reaches it within the wait (waiting and reading on one of their connections), else the primary's
+        within what is left of the wait; None when neither does."""
+        deadline = time.monotonic() + self.wait_seconds
+        with self.primary_view.datastore.get_connection() as conn:
             written = self.positions.last(conn, partner)
-        caught_up = holds_write(written, self.view.caught_up, self.failing, self.wait_seconds)
-        if not caught_up:
-            log.warning("read models behind %s's last write (%d)", partner, written)
-        return caught_up
+        if self.standby_connections is not None:
+            with self.standby_connections.pinned() as pinned:
+                if pinned and holds_write_by(written, self.view.caught_up, self.failing, deadline, True):
+                    yield self.view
+                    return
+            served_by_the_primary("read models", partner, written)
+        if holds_write_by(written, self.primary_view.caught_up, self.failing, deadline, False):
+            yield self.primary_view
+            return
+        log.warning("read models behind %s's last write (%d)", partner, written)
+        yield None
 
     def transaction(self, partner: str, code: str) -> r.TransactionEnvelope:
         """The transaction as the read models show it, when they hold the partner's last write; else, or if
         they do not show it, as its aggregate in the event store is (TransactionNotFound when it has none)."""
-        row = find_transaction(self.view, partner, code) if self.catch_up(partner) else None
+        with self.holding(partner) as view:
+            row = find_transaction(view, partner, code) if view is not None else None
         if row is None:
             log.info("transaction %s of %s read from the events, not the read models", code, partner)
             return presenters.transaction(self.ledger.settings, self.ledger.store.transaction(partner, code))
@@ -77,32 +120,39 @@ class Reader:
     ) -> tuple[int, list[dict[str, Any]]]:
         """A page of the partner's transactions; ReadModelBehind (503) while the read models do not hold the
         partner's last write."""
-        self.hold(partner)
-        return transaction_page(self.view, partner, where, page, page_size)
+        with self.held(partner) as view:
+            return transaction_page(view, partner, where, page, page_size)
 
     def transactions_at(
         self, partner: str, where: TransactionFilter, at: datetime, page: int, page_size: int
     ) -> tuple[int, list[dict[str, Any]]]:
         """A page of the partner's transactions as the list stood at `at`: their codes and statuses then;
         ReadModelBehind (503) while the read models do not hold the partner's last write."""
-        self.hold(partner)
-        return transaction_page_at(self.view, partner, where, at, page, page_size)
+        with self.held(partner) as view:
+            return transaction_page_at(view, partner, where, at, page, page_size)
 
     def daily_volumes(self, partner: str, first: date, last: date) -> list[DailyVolume]:
         """The partner's volumes of each day from `first` to `last` (`read.daily_volumes`); ReadModelBehind
         (503) while the read models do not hold the partner's last write."""
-        self.hold(partner)
-        return daily_volumes(self.view, partner, first, last)
+        with self.held(partner) as view:
+            return daily_volumes(view, partner, first, last)
 
-    def hold(self, partner: str) -> None:
-        """Returns once the read models hold the partner's last write; ReadModelBehind (503) if they do not
-        within the wait: an answer without that write is not given as if it were complete."""
-        if not self.catch_up(partner):
-            raise read_model_behind(self.failing())
+    @contextmanager
+    def held(self, partner: str) -> Iterator[ReadModels]:
+        """The view to read, for the block, once it holds the partner's last write; ReadModelBehind (503) if
+        none does within the wait: an answer without that write is not given as if it were complete."""
+        with self.holding(partner) as view:
+            if view is None:
+                raise read_model_behind(self.failing())
+            yield view
 
     def _read_models_failing(self) -> bool:
-        with self.view.datastore.get_connection() as conn:
+        """Whether the read models' projection has a recorded failure, as the primary has it (where the
+        projection records it)."""
+        with self.primary_view.datastore.get_connection() as conn:
             return status.has_failure(conn, READ_MODELS.name)
 
     def close(self) -> None:
         self.view.datastore.close()
+        if self.primary is not None:
+            self.primary.datastore.close()

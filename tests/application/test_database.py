@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
 import tempfile
 from pathlib import Path
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 import pytest
@@ -56,8 +57,9 @@ def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypat
         "POSTGRES_MAX_OVERFLOW": "2",
         "POSTGRES_APPLICATION_NAME": "broker-ledger events",
         "POSTGRES_CONNECT_TIMEOUT": "3",
+        "POSTGRES_LIBPQ_PARAMS": "connect_timeout=3",
         "POSTGRES_PRE_PING": "no",
-        "POSTGRES_OPTIONS": "-c lock_timeout=5000 -c statement_timeout=10000",
+        "POSTGRES_OPTIONS": "-c lock_timeout=5000 -c statement_timeout=10000 -c client_connection_check_interval=1000",
         "APPLICATION_RECORDER_TOPIC": "application.store.group_commit:GroupCommitRecorder",
     }
 
@@ -171,3 +173,37 @@ def test_without_database_url_an_embedded_server_is_started(monkeypatch, caplog)
     finally:
         database.stop_embedded_server()
         shutil.rmtree(var_dir.parent, ignore_errors=True)
+
+
+def test_the_event_stores_connections_go_to_the_server_a_multi_host_url_picks_for_writes(database_url):
+    params = psycopg.conninfo.conninfo_to_dict(database_url)
+    host, port = params.get("host") or "127.0.0.1", params.get("port") or "5432"
+    unused = socket_nobody_listens_on()
+    # the first host refuses the connection; libpq tries the next, which takes writes
+    url = database.build_url(
+        {
+            **params,
+            "host": f"127.0.0.1,{host}",
+            "port": f"{unused},{port}",
+            "target_session_attrs": "read-write",
+        }
+    )
+    schema = f"t_{uuid4().hex[:12]}"
+    ensure_schema(database_url, schema)
+    notebook = Notebook(env=eventsourcing_env(url, schema))
+    try:
+        pool = notebook.factory.datastore.pool
+        assert pool.kwargs["target_session_attrs"] == "read-write"
+        assert pool.kwargs["connect_timeout"] == "3"
+        note_id = notebook.write("on the primary")
+        assert notebook.read(note_id) == "on the primary"
+    finally:
+        notebook.close()
+        with psycopg.connect(database_url, autocommit=True) as connection:
+            connection.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def socket_nobody_listens_on() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -330,6 +330,7 @@ class Cluster:
         for pid in leftovers:
             _signal(pid, signal.SIGKILL)
         _wait_gone(leftovers + patronis + ([etcd] if etcd else []), 5.0)
+        _reap([*patronis, *([etcd] if etcd else [])])
 
     def processes(self) -> list[int]:
         """Every live process started out of this folder: its etcd, Patronis, and postgres processes."""
@@ -429,6 +430,14 @@ def _hand_to_postgres(base: Path) -> None:
     for path in [base, *base.rglob("*")]:
         os.chown(path, user.pw_uid, user.pw_gid)
     base.chmod(0o700)
+
+
+def _reap(pids: list[int]) -> None:
+    """Collects the exit status of those of `pids` this process started (etcd, the Patronis), so that they
+    leave no zombie behind; the others are not its children and are left alone."""
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def _alive(pid: int) -> bool:

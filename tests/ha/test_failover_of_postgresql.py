@@ -9,23 +9,22 @@ standby with the same rows, and the time without acknowledged writes is printed 
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 import pytest
 
+from tests.ha import faults
 from tests.ha.cluster import Cluster, Node
+from tests.ha.faults import FAILOVER_WITHIN_SECONDS, REJOIN_WITHIN_SECONDS
 from tests.ha.writer import Writer, longest_gap
 
 NO_ACK_TARGET_SECONDS = 30.0
-FAILOVER_WITHIN_SECONDS = 45.0
-REJOIN_WITHIN_SECONDS = 45.0
 LOAD_BEFORE_FAULT_SECONDS = 1.5
 LOAD_AFTER_FAILOVER_SECONDS = 1.0
 
@@ -43,10 +42,10 @@ def probe(ha_cluster: Cluster) -> Cluster:
 def test_a_commit_is_acknowledged_only_once_a_synchronous_standby_has_it(probe: Cluster, report: Any) -> None:
     cluster = probe
     cluster.wait_healthy(30)
-    primary = _leader(cluster)
+    primary = faults.leader(cluster)
     sync = next(member["name"] for member in cluster.members() if member["role"] == "sync_standby")
-    with _connect(primary) as connection:
-        names = _one(connection, "SHOW synchronous_standby_names")
+    with faults.connect(primary) as connection:
+        names = faults.one(connection, "SHOW synchronous_standby_names")
         states = connection.execute(
             "SELECT application_name, sync_state FROM pg_stat_replication WHERE state = 'streaming'"
         ).fetchall()
@@ -57,7 +56,7 @@ def test_a_commit_is_acknowledged_only_once_a_synchronous_standby_has_it(probe: 
     done = threading.Event()
 
     def commit() -> None:
-        with _connect(primary) as connection:
+        with faults.connect(primary) as connection:
             connection.execute("INSERT INTO ha_probe (request, round) VALUES (0, 0)")
         done.set()
 
@@ -65,8 +64,10 @@ def test_a_commit_is_acknowledged_only_once_a_synchronous_standby_has_it(probe: 
         writer = threading.Thread(target=commit, daemon=True)
         writer.start()
         assert not done.wait(2.0), "a commit returned while no standby could receive it"
-        with _connect(primary) as connection:
-            waiting = _one(connection, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+        with faults.connect(primary) as connection:
+            waiting = faults.one(
+                connection, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+            )
         assert waiting == 1, "the held commit is not waiting for synchronous replication"
     assert done.wait(10.0), "the commit did not return once the standbys were back"
     writer.join(5)
@@ -74,51 +75,82 @@ def test_a_commit_is_acknowledged_only_once_a_synchronous_standby_has_it(probe: 
 
 
 def test_a_killed_primary_is_replaced_with_no_acknowledged_commit_lost(probe: Cluster, report: Any) -> None:
-    def kill(node: Node) -> Callable[[], None]:
-        pid = node.postmaster_pid()
-        assert pid is not None, f"{node.name} runs no postmaster"
-        _signal(pid, signal.SIGKILL)
-        return lambda: None
-
-    report(**_failover_round(probe, 1, kill))
+    report(**_failover_round(probe, 1, faults.kill))
 
 
 def test_a_hung_primary_is_replaced_with_no_acknowledged_commit_lost(probe: Cluster, report: Any) -> None:
-    """The primary's machine hangs (its Patroni and its PostgreSQL stopped with SIGSTOP, as a frozen VM would
-    be): its leader key expires after ttl, the synchronous standby is promoted, and once resumed (SIGCONT) the
-    old primary finds its lock gone, demotes itself and rejoins."""
-
-    def hang(node: Node) -> Callable[[], None]:
-        pids = [probe.pids[node.name], *node.postgres_pids()]
-        assert len(pids) > 1, f"{node.name} runs no postgres"
-        for pid in pids:  # Patroni, then the postmaster, so that no new child is forked meanwhile
-            _signal(pid, signal.SIGSTOP)
-
-        def resume() -> None:
-            for pid in reversed(pids):
-                _signal(pid, signal.SIGCONT)
-
-        return resume
-
-    report(**_failover_round(probe, 2, hang))
+    """The primary's machine hangs (faults.hang): the synchronous standby is promoted, and the old primary,
+    resumed, demotes itself and rejoins."""
+    report(**_failover_round(probe, 2, faults.hang))
 
 
-def _failover_round(
-    cluster: Cluster, round_: int, fault: Callable[[Node], Callable[[], None]]
-) -> dict[str, Any]:
-    """Load, the fault on the primary's PostgreSQL, Patroni's promotion, the old primary's return; the checks
-    and the figures."""
+def test_the_loss_of_the_synchronous_standby_pauses_writes_only_until_the_other_is_named(
+    probe: Cluster, report: Any
+) -> None:
+    """The synchronous standby's machine hangs (faults.hang): commits wait until Patroni names the other
+    standby synchronous (Patroni 3.0.2 names one standby, not ANY 1 of two: docs/high-availability.md), then
+    go on, with nothing acknowledged lost."""
+    cluster = probe
     cluster.wait_healthy(REJOIN_WITHIN_SECONDS)
-    old = _leader(cluster)
+    primary = faults.leader(cluster)
+    sync = cluster.node(_sync_standby(cluster))
+    writer = Writer(cluster.url(), 3)
+    writer.start()
+    resume: Callable[[], None] = lambda: None  # noqa: E731
+    try:
+        _wait(lambda: len(writer.acked) >= 50, 20, "the writer's first commits", writer)
+        time.sleep(LOAD_BEFORE_FAULT_SECONDS)
+        resume = faults.hang(cluster, sync)
+        fault_at = time.monotonic()
+        other = _wait(
+            lambda: (name := _sync_standby(cluster)) != sync.name and name,
+            FAILOVER_WITHIN_SECONDS,
+            "another synchronous standby",
+            writer,
+        )
+        named_after = time.monotonic() - fault_at
+        acked = len(writer.acked)
+        _wait(lambda: len(writer.acked) >= acked + 20, FAILOVER_WITHIN_SECONDS, "commits again", writer)
+    finally:
+        resume()
+        writer.stop()
+    gap = longest_gap(writer.acked, fault_at)
+    rows = _rows(primary, 3)
+    lost = [request for request, _ in writer.acked if rows.get(request, 0) == 0]
+    assert faults.leader(cluster).name == primary.name, "the primary changed"
+    assert not lost, f"{len(lost)} acknowledged commits lost"
+    assert gap < NO_ACK_TARGET_SECONDS, f"{gap:.1f} s without an acknowledged commit"
+    cluster.wait_healthy(REJOIN_WITHIN_SECONDS)
+    report(
+        lost_standby=sync.name,
+        named_synchronous=other,
+        named_after_s=f"{named_after:.1f}",
+        no_ack_s=f"{gap:.1f}",
+        acknowledged=len(writer.acked),
+        acknowledged_lost=len(lost),
+    )
+
+
+def _sync_standby(cluster: Cluster) -> str | None:
+    return next((m["name"] for m in cluster.members() if m.get("role") == "sync_standby"), None)
+
+
+def _failover_round(cluster: Cluster, round_: int, fault: faults.Fault) -> dict[str, Any]:
+    """Load, the fault on the primary, Patroni's promotion, the old primary's return; the checks and the
+    figures."""
+    cluster.wait_healthy(REJOIN_WITHIN_SECONDS)
+    old = faults.leader(cluster)
     writer = Writer(cluster.url(), round_)
     writer.start()
     resume: Callable[[], None] = lambda: None  # noqa: E731
     try:
         _wait(lambda: len(writer.acked) >= 50, 20, "the writer's first commits", writer)
         time.sleep(LOAD_BEFORE_FAULT_SECONDS)
-        resume = fault(old)
+        resume = fault(cluster, old)
         fault_at = time.monotonic()  # once the signals are sent: finding the processes takes a while
-        new = _wait_for(lambda: _other_leader(cluster, old), FAILOVER_WITHIN_SECONDS, "a new primary", writer)
+        new = _wait(
+            lambda: faults.other_leader(cluster, old), FAILOVER_WITHIN_SECONDS, "a new primary", writer
+        )
         promoted_after = time.monotonic() - fault_at
         _wait(lambda: writer.acked_by(new.pg_port) >= 20, FAILOVER_WITHIN_SECONDS, "commits on it", writer)
         time.sleep(LOAD_AFTER_FAILOVER_SECONDS)
@@ -130,7 +162,7 @@ def _failover_round(
     late = [at for at in late if at > fault_at]
 
     back = lambda: f"{old.name} back as a standby\n{cluster.describe()}\n{cluster.log_tail(40)}"  # noqa: E731
-    _wait(lambda: _rejoined(cluster, old, new), REJOIN_WITHIN_SECONDS, back, writer)
+    _wait(lambda: faults.rejoined(cluster, old, new), REJOIN_WITHIN_SECONDS, back, writer)
     rows = _rows(new, round_)
     acked = [request for request, _ in writer.acked]
     lost = [request for request in acked if rows.get(request, 0) == 0]
@@ -157,20 +189,9 @@ def _failover_round(
     }
 
 
-def _rejoined(cluster: Cluster, old: Node, new: Node) -> bool:
-    members = {member["name"]: member for member in cluster.members()}
-    leader, former = members.get(new.name, {}), members.get(old.name, {})
-    return (
-        cluster.healthy()
-        and leader.get("role") == "leader"
-        and former.get("role") in ("replica", "sync_standby")
-        and former.get("timeline") == leader.get("timeline")
-    )
-
-
 def _rows(node: Node, round_: int) -> dict[int, int]:
     try:
-        with _connect(node) as connection:
+        with faults.connect(node) as connection:
             found = connection.execute(
                 "SELECT request, count(*) FROM ha_probe WHERE round = %s GROUP BY request", (round_,)
             ).fetchall()
@@ -179,68 +200,20 @@ def _rows(node: Node, round_: int) -> dict[int, int]:
     return dict(found)
 
 
-def _leader(cluster: Cluster) -> Node:
-    leader = cluster.leader()
-    assert leader is not None, f"no primary\n{cluster.describe()}"
-    return leader
-
-
-def _other_leader(cluster: Cluster, old: Node) -> Node | None:
-    leader = cluster.leader()
-    if leader is None or leader.name == old.name:
-        return None
-    with _connect(leader) as connection:
-        return None if _one(connection, "SELECT pg_is_in_recovery()") else leader
-
-
-@contextmanager
-def _connect(node: Node) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(node.url(), autocommit=True, connect_timeout=3) as connection:
-        yield connection
-
-
-def _one(connection: psycopg.Connection, query: str) -> Any:
-    row = connection.execute(query).fetchone()
-    assert row is not None
-    return row[0]
-
-
 @contextmanager
 def _frozen(*nodes: Node) -> Iterator[None]:
     """The nodes' PostgreSQL processes stopped (SIGSTOP) for the block's length."""
     pids = [pid for node in nodes for pid in node.postgres_pids()]
     try:
         for pid in pids:
-            _signal(pid, signal.SIGSTOP)
+            faults.send(pid, signal.SIGSTOP)
         yield
     finally:
         for pid in reversed(pids):
-            _signal(pid, signal.SIGCONT)
+            faults.send(pid, signal.SIGCONT)
 
 
-def _signal(pid: int, signum: int) -> None:
-    with suppress(ProcessLookupError):
-        os.kill(pid, signum)
-
-
-def _wait(
-    condition: Callable[[], Any], timeout: float, what: str | Callable[[], str], writer: Writer | None = None
-) -> None:
-    _wait_for(condition, timeout, what, writer)
-
-
-def _wait_for(
-    condition: Callable[[], Any], timeout: float, what: str | Callable[[], str], writer: Writer | None = None
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-        except psycopg.Error:
-            value = None
-        if value:
-            return value
-        time.sleep(0.2)
-    errors = "\n".join(writer.errors[-5:]) if writer else ""
-    what = what() if callable(what) else what
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; the writer's last errors:\n{errors}")
+def _wait(condition: Callable[[], Any], timeout: float, what: str | Callable[[], str], writer: Writer) -> Any:
+    return faults.wait_for(
+        condition, timeout, what, "; the writer's last errors:\n" + "\n".join(writer.errors[-5:])
+    )

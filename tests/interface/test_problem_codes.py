@@ -263,6 +263,6 @@ def test_an_operation_lists_no_code_of_another_resource(document: dict[str, Any]
 def test_the_health_check_keeps_its_own_description_of_a_stall(document: dict[str, Any]) -> None:
     unavailable = document["paths"]["/health"]["get"]["responses"]["503"]
     assert unavailable["description"].startswith("A projection stalled (`projection_stalled`)")
-    codes = ["committer_stalled", "database_unavailable", "projection_stalled"]
+    codes = ["committer_stalled", "database_read_only", "database_unavailable", "projection_stalled"]
     assert sorted(unavailable["x-codes"]) == codes
     assert "503" not in document["paths"]["/health/live"]["get"]["responses"]

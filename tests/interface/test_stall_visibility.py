@@ -83,7 +83,7 @@ def stalled(client: InProcessClient) -> Stalled:
     owner = Customer(code, account["accountCode"], address, account["dcReceiveAddress"])
     before = created(broker.post_json("/brokerbuy", {**buy_body(owner, 100), "stage": True}))
     healthy = wait_for(client, "/health", 200)
-    assert healthy.status_code == 200 and healthy.json() == {"status": "ok"}, healthy.text
+    assert healthy.status_code == 200 and healthy.json()["status"] == "ok", healthy.text
     bad = insert_unappliable_event(url)
     after = created(broker.post_json("/brokerbuy", {**buy_body(owner, 50), "stage": True}))
     return Stalled(client, broker, other, bad, before["transaction"], after["transaction"])

@@ -17,11 +17,14 @@ from tests.e2e.support import CLIENTS, ROOT
 from tests.processes import SERVE_COMMAND
 
 
-def test_health_answers_without_a_token(base_url: str) -> None:
+def test_health_answers_without_a_token_and_names_the_primary_it_writes_to(base_url: str) -> None:
     response = httpx.get(f"{base_url}/health", timeout=10)
 
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["database"]["primary"] is True
+    assert body["database"]["server"].rpartition(":")[2].isdigit(), body
 
 
 def test_the_var_directory_keeps_the_generated_secrets_private(base_url: str, server_var: Path) -> None:

@@ -32,9 +32,9 @@ import pytest
 
 from application.settings import DEFAULT_SETTINGS, load_settings
 from projections.catalog import PROJECTIONS
-from tests.e2e.support import Api, api_client, local_callback_settings
+from tests.e2e.support import Api, api_client
 from tests.processes import ApiServer, ProjectionsRun
-from tests.receivers import Receiver, receiving, wait_until
+from tests.receivers import Receiver, receiving, settings_with_callbacks, wait_until
 from tests.resilience.books import Auditor
 from tests.resilience.cluster import PrivateCluster
 from tests.resilience.conftest import HEALTHY_WITHIN_SECONDS
@@ -93,18 +93,6 @@ class Fleet:
     def logs(self) -> str:
         named = zip(REPLICAS + RUNNERS, self.replicas + self.runners, strict=True)
         return "\n".join(f"--- {name}\n{process.tail(30)}" for name, process in named)
-
-
-def settings_with_callbacks(path: Path, url: str) -> Path:
-    """The demo settings, with `localhost` allowed for plain http and every EUR buy and sell calling `url`
-    back (the payment methods' default callback URL), so the shared flows need no change."""
-    text = local_callback_settings()
-    for method in ("BANK_EUR_BUY", "BANK_EUR_SELL"):
-        header = f"[payment_methods.{method}]\n"
-        assert header in text
-        text = text.replace(header, f'{header}callback_url = "{url}"\n')
-    path.write_text(text)
-    return path
 
 
 @pytest.fixture

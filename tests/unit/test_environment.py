@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from application.settings import DEFAULT_SETTINGS
-from application.store.database import LibpqDefaults, eventsourcing_env
+from application.store.database import LibpqDefaults, eventsourcing_env, parse_qsl_params
 from interface.environment import Environment
 from projections.callbacks.delivery_config import DeliveryConfig
 
@@ -115,6 +116,24 @@ def test_the_pg_variables_fill_only_the_parts_a_url_leaves_out() -> None:
 
 
 def test_a_url_with_nothing_to_add_is_kept_as_it_is() -> None:
-    url = "host=h dbname=d user=u"
+    url = "host=h dbname=d user=u connect_timeout=7"
     assert LibpqDefaults().complete(url) == url
     assert LibpqDefaults(host="other").complete(url) == url
+
+
+def test_a_url_without_a_connect_timeout_gets_three_seconds_or_pgconnect_timeout() -> None:
+    params = conninfo_to_dict(LibpqDefaults().complete("host=h dbname=d user=u"))
+    assert params["connect_timeout"] == "3"
+    environment = Environment.read({"PGCONNECT_TIMEOUT": "9"})
+    assert conninfo_to_dict(environment.libpq.complete("host=h"))["connect_timeout"] == "9"
+
+
+def test_a_multi_host_url_reaches_the_event_stores_pool_with_its_session_attributes() -> None:
+    url = "postgresql://u@h1:5001,h2:5002/d?target_session_attrs=read-write&sslmode=prefer"
+    env = eventsourcing_env(LibpqDefaults().complete(url), "s")
+    assert (env["POSTGRES_HOST"], env["POSTGRES_PORT"]) == ("h1,h2", "5001,5002")
+    assert parse_qsl_params(env["POSTGRES_LIBPQ_PARAMS"]) == {
+        "target_session_attrs": "read-write",
+        "sslmode": "prefer",
+        "connect_timeout": "3",
+    }

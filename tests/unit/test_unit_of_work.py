@@ -57,6 +57,16 @@ def test_statements_wait_for_the_first_save_until_one_commits_them() -> None:
     assert claim.rows == [[("2026-01-01",)]] and unit.statements_for_next_save() is None
 
 
+def test_statements_of_a_save_found_committed_after_a_lost_connection_are_settled_as_unknown() -> None:
+    unit = UnitOfWork("demo")
+    claim = unit.ride_with_first_save([CLAIM])
+    read_back = PendingSave((), unit, statements=claim.statements)
+    read_back.succeed([12])  # its events were found; the statements' rows were lost with the connection
+    claim.after(read_back)
+    assert claim.unknown and claim.rows is None and claim.refused is None
+    assert unit.statements_for_next_save() is None
+
+
 def test_statements_refused_with_a_save_ride_with_no_other() -> None:
     unit = UnitOfWork("demo")
     claim = unit.ride_with_first_save([CLAIM])
