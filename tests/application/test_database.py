@@ -59,7 +59,9 @@ def test_env_from_a_tcp_url_names_host_port_user_password_and_database(monkeypat
         "POSTGRES_CONNECT_TIMEOUT": "3",
         "POSTGRES_LIBPQ_PARAMS": "connect_timeout=3",
         "POSTGRES_PRE_PING": "no",
-        "POSTGRES_OPTIONS": "-c lock_timeout=5000 -c statement_timeout=10000 -c client_connection_check_interval=1000",
+        "POSTGRES_OPTIONS": (
+            "-c lock_timeout=5000 -c statement_timeout=10000 -c client_connection_check_interval=1000"
+        ),
         "APPLICATION_RECORDER_TOPIC": "application.store.group_commit:GroupCommitRecorder",
     }
 
