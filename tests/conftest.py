@@ -42,11 +42,12 @@ SERVER = pytest.StashKey[SuiteServer]()
 # - "processes": API servers and projection runners on the suite's server, whose connections must not add up;
 # - "faults": tests/resilience, whose servers run on a PostgreSQL cluster of the tests' own (its connections
 #   are not the suite's), but for its modules of SUITE_SERVER_MODULES, and tests/ha (a Patroni cluster of
-#   three servers and etcd, killed and hung: never beside another cluster's faults).
+#   three servers and etcd, killed and hung: never beside another cluster's faults), and tests/backup (a
+#   cluster archiving into pgBackRest, restored three times: CPU-heavy, never beside the faults' timings).
 # The modules of OWN_SERVERS start PostgreSQL servers of their own: they run beside the groups as any module.
 PROCESS_FOLDERS = (Path("tests/process"), Path("tests/servers"), Path("tests/browser"))
 PROCESS_MODULES = ("test_crash_recovery.py", "test_runner_processes.py")  # projections run, killed
-FAULT_FOLDERS = (Path("tests/resilience"), Path("tests/ha"))
+FAULT_FOLDERS = (Path("tests/resilience"), Path("tests/ha"), Path("tests/backup"))
 SUITE_SERVER_MODULES = ("test_connection_budget.py",)  # a `serve` on the suite's server: with "processes"
 OWN_SERVERS = ("test_embedded_postgres.py",)
 PROCESS_GROUPS = ("processes", "faults")
@@ -148,11 +149,23 @@ def pytest_testnodedown(node: object, error: object) -> None:
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Keeps the figures a test reported (the resilience tests' `report` fixture) for the summary."""
+    """Keeps the figures a test reported (the `report` fixture) for the summary."""
     if report.when != "call":
         return
     name = report.nodeid.rsplit("::", 1)[-1]
     _reported.extend((name, value) for key, value in report.user_properties if key == "figures")
+
+
+@pytest.fixture
+def report(request: pytest.FixtureRequest) -> Any:
+    """report(**figures): prints the test's figures now; the terminal summary lists them again (they travel
+    as the test report's user property `figures`, so xdist workers' figures reach it)."""
+
+    def write(**figures: Any) -> None:
+        print(f"\n[{request.node.name}] " + ", ".join(f"{key}={value}" for key, value in figures.items()))
+        request.node.user_properties.append(("figures", {key: str(value) for key, value in figures.items()}))
+
+    return write
 
 
 _reported: list[tuple[str, dict[str, Any]]] = []  # (test, figures), in the order the tests ended

@@ -3,7 +3,7 @@
 Commands live next to what they drive and are registered here by import path, so that each loads
 only when used (`serve` from `interface.cli.serve`; `projections`, `audit` and `analyst` from
 `interface.cli.projections`, `interface.cli.audit` and `interface.cli.analyst`; `export` from
-`interface.cli.export`);
+`interface.cli.export`; `backup` and `restore` from `interface.cli.backup`);
 `settings check` and `token` are defined here.
 
 A command returns its exit code: 0 for success, 2 for a problem the user can fix (said on stderr). Each
@@ -172,6 +172,8 @@ app.command("interface.cli.projections:app", name="projections")
 app.command("interface.cli.audit:app", name="audit")
 app.command("interface.cli.analyst:app", name="analyst")
 app.command("interface.cli.export:export", name="export")
+app.command("interface.cli.backup:app", name="backup")
+app.command("interface.cli.backup:restore_command", name="restore")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,6 +1,6 @@
 """The high-availability fixtures: the packages (installed by scripts/ha-cluster, never skipped when missing),
 one topology of a primary and two synchronous standbys under Patroni for the module (tests/ha/cluster.py),
-stopped at its end with nothing left running, and the figures each test reports.
+stopped at its end with nothing left running (each test's figures: the root conftest's `report`).
 
 The topology runs on its own loopback ports out of a temp folder; the machine's PostgreSQL and the suite's
 server are not touched.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -50,15 +49,3 @@ def _install_packages() -> None:
             f"scripts/ha-cluster install said:\n{done.stderr[-2000:]}",
             pytrace=False,
         )
-
-
-@pytest.fixture
-def report(request: pytest.FixtureRequest) -> Any:
-    """report(**figures): prints the test's figures now; the root conftest lists them again in the terminal
-    summary (they travel as the test report's user property `figures`)."""
-
-    def write(**figures: Any) -> None:
-        print(f"\n[{request.node.name}] " + ", ".join(f"{key}={value}" for key, value in figures.items()))
-        request.node.user_properties.append(("figures", {key: str(value) for key, value in figures.items()}))
-
-    return write

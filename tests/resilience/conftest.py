@@ -1,6 +1,6 @@
 """Fault-test fixtures: a PostgreSQL cluster the tests own, one real server on one database of it for the
 whole folder (brought back up before each test if a test left it down), tokens per role, the number of fault
-rounds (more with --run-slow), and the figures each test reports.
+rounds (more with --run-slow); each test's figures go through the root conftest's `report`.
 
 The cluster is private (see `cluster.PrivateCluster`) because the tests stop it hard; the shared server of
 TEST_DATABASE_URL is never touched. When the cluster cannot be made the tests fail, never skip: a fault test
@@ -13,7 +13,6 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
@@ -22,18 +21,6 @@ from tests.processes import ApiServer
 from tests.resilience.cluster import ClusterUnavailable, PrivateCluster
 
 HEALTHY_WITHIN_SECONDS = 30
-
-
-@pytest.fixture
-def report(request: pytest.FixtureRequest) -> Any:
-    """report(**figures): prints the test's figures now; the root conftest lists them again in the terminal
-    summary (they travel as the test report's user property `figures`, so xdist workers' figures reach it)."""
-
-    def write(**figures: Any) -> None:
-        print(f"\n[{request.node.name}] " + ", ".join(f"{key}={value}" for key, value in figures.items()))
-        request.node.user_properties.append(("figures", {key: str(value) for key, value in figures.items()}))
-
-    return write
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Backups and point-in-time restore: the restore drill and its runbook (docs/backup-and-restore.md)."""
