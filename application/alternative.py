@@ -18,7 +18,7 @@ from application.context import Context
 from application.request_checks import CUSTODIAN_NAMES, Draft
 from application.settings import Direction
 from application.settlement import Settlement
-from application.store.unit_of_work import UnitOfWork
+from application.store.request_writes import RequestWrites
 from domain.account import Account
 from domain.errors import ValidationFailed
 from domain.money import as_a_double_carries
@@ -118,7 +118,7 @@ class AlternativeFlows:
         )
 
     def execute(
-        self, partner: str, code: str, result_code: str, *, unit: UnitOfWork | None = None
+        self, partner: str, code: str, result_code: str, *, unit: RequestWrites | None = None
     ) -> Transaction:
         """The result of the customer's fiat payment for a buy that awaits it."""
         if result_code == PAYMENT_SUCCESS:
@@ -129,7 +129,7 @@ class AlternativeFlows:
         raise ValidationFailed(f"resultCode {result_code!r} is not one of {allowed}")
 
     def cancel_staged(
-        self, partner: str, code: str, reason: str, *, unit: UnitOfWork | None = None
+        self, partner: str, code: str, reason: str, *, unit: RequestWrites | None = None
     ) -> Transaction:
         def cancel(transaction: Transaction, at: datetime) -> None:
             transaction.cancel(at, reason)
@@ -137,7 +137,7 @@ class AlternativeFlows:
         return self.changes.apply(partner, code, cancel, release_limits=True, unit=unit)
 
     def update_sell_status(
-        self, partner: str, code: str, status_code: str, *, unit: UnitOfWork | None = None
+        self, partner: str, code: str, status_code: str, *, unit: RequestWrites | None = None
     ) -> Transaction:
         """PayoutConfirming is allowed from ToPayout; SellCompleted from ToPayout or PayoutConfirming."""
         if status_code == "PayoutConfirming":

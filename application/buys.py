@@ -10,7 +10,7 @@ from application.counterparties import active_customer, check_account, reads_of_
 from application.limits import Limits
 from application.orders import OrderDesk
 from application.store.aggregates import AggregateReads
-from application.store.unit_of_work import UnitOfWork
+from application.store.request_writes import RequestWrites
 from domain.account import Account, account_code_for
 from domain.errors import AccountDoesNotFit, IdempotencyKeyReused, TransactionExpired
 from domain.limits import LimitWindow
@@ -38,7 +38,7 @@ class Buys:
         stage: bool,
         code: str | None = None,
         *,
-        unit: UnitOfWork | None = None,
+        unit: RequestWrites | None = None,
     ) -> Transaction:
         """A new buy, Staged or (without `stage`) committed at once, saved within the request's `unit` of
         work. Given a `code` already recorded, returns that transaction if it was the same request: a retry
@@ -59,7 +59,7 @@ class Buys:
                 self.store.save(transaction, *windows, unit=unit)
                 return transaction
 
-    def commit(self, partner: str, code: str, *, unit: UnitOfWork | None = None) -> Transaction:
+    def commit(self, partner: str, code: str, *, unit: RequestWrites | None = None) -> Transaction:
         """Commits a staged buy; one past its validUntil is cancelled instead (limits given back)."""
         for attempt in self.store.attempts():
             with attempt:

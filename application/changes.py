@@ -8,7 +8,7 @@ from datetime import datetime
 
 from application.context import Context
 from application.limits import Limits
-from application.store.unit_of_work import UnitOfWork
+from application.store.request_writes import RequestWrites
 from domain.transaction import Status, Transaction
 
 
@@ -25,7 +25,7 @@ class TransactionChanges:
         command: Callable[[Transaction, datetime], None],
         release_limits: bool = False,
         *,
-        unit: UnitOfWork | None = None,
+        unit: RequestWrites | None = None,
     ) -> Transaction:
         """Applies `command` and saves within the request's `unit` of work (None without a request, as for
         the sweeper); the limit windows are given back with `release_limits`, or when the command cancels

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from application.context import Context
 from application.request_checks import problems_of, refuse_all
-from application.store.unit_of_work import UnitOfWork
+from application.store.request_writes import RequestWrites
 from domain.account import Account, account_code_for
 from domain.customer import Customer, CustomerStatus
 from domain.errors import (
@@ -33,7 +33,7 @@ class Customers:
         currency: str | None = None,
         portfolio: str | None = None,
         *,
-        unit: UnitOfWork | None = None,
+        unit: RequestWrites | None = None,
     ) -> Customer:
         """A new customer of the partner, saved within the request's `unit` of work; its code must be new."""
         refuse_all(self.registration_problems(trust_level, status, currency))
@@ -56,7 +56,7 @@ class Customers:
         return customer
 
     def activate_customer(
-        self, partner: str, code: str, status: str, *, unit: UnitOfWork | None = None
+        self, partner: str, code: str, status: str, *, unit: RequestWrites | None = None
     ) -> Customer:
         if status != CustomerStatus.ACTIVE:
             raise ValidationFailed(f"status must be ACTIVE to activate a customer, got {status!r}")
@@ -74,7 +74,7 @@ class Customers:
         customer_address: str,
         crypto: str | None = None,
         *,
-        unit: UnitOfWork | None = None,
+        unit: RequestWrites | None = None,
     ) -> tuple[Account, bool]:
         """The account for this address; `True` when it was opened now, `False` when it existed."""
         crypto = self._crypto_of(customer_address, crypto)

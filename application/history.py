@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
 
@@ -52,7 +51,7 @@ class History:
 
     def history(self, partner: str, code: str, at: datetime | None = None) -> list[DomainEvent]:
         """The events of the partner's transaction `code`, oldest first: all, or those up to `at`."""
-        events = list(self.store.app.repository.event_store.get(Transaction.create_id(partner, code)))
+        events = self.store.events_of(Transaction.create_id(partner, code))
         if not events:
             raise TransactionNotFound(f"no transaction with code {code!r}")
         if at is not None:
@@ -71,31 +70,16 @@ class History:
         """The transaction after its last event up to `at` (or its last event), and those events."""
         events = self.history(partner, code, at)
         version = events[-1].originator_version
-        return self.store.app.repository.get(Transaction.create_id(partner, code), version=version), events
+        return self.store.aggregate_at(Transaction.create_id(partner, code), version), events
 
     def transactions_at(self, partner: str, codes: list[str], at: datetime) -> list[Transaction]:
         """The partner's transactions `codes`, each as it stood at `at` (after its last event up to then),
         in the order of `codes`, their events read in one query; one without an event by then is left out."""
         ids = [Transaction.create_id(partner, code) for code in codes]
-        histories = self._histories(ids)
+        histories = self.store.histories_of(ids)
         found = []
         for transaction_id in ids:
             events = [event for event in histories.get(transaction_id, []) if happened_at(event) <= at]
             if events:
                 found.append(rebuilt(events))
         return found
-
-    def _histories(self, ids: list[UUID]) -> dict[UUID, list[DomainEvent]]:
-        return histories_of(self.store, ids)
-
-
-def histories_of(store: LedgerStore, ids: list[UUID]) -> dict[UUID, list[DomainEvent]]:
-    """The whole histories of these aggregates, oldest event first (with the ledger's recorder in one
-    query): what an `asOf` replays up to its instant."""
-    app = store.app
-    if not ids or not hasattr(app.recorder, "select_events_of"):
-        return {aggregate_id: list(app.repository.event_store.get(aggregate_id)) for aggregate_id in ids}
-    histories: dict[UUID, list[DomainEvent]] = {aggregate_id: [] for aggregate_id in ids}
-    for stored in app.recorder.select_events_of(ids):
-        histories[stored.originator_id].append(app.mapper.to_domain_event(stored))
-    return histories

@@ -23,7 +23,7 @@ from uuid import UUID
 
 from application.commands import LimitUsage
 from application.context import Context
-from application.history import happened_at, histories_of
+from application.history import happened_at
 from application.store.aggregates import AggregateReads, LatestOf, rebuilt
 from domain.customer import Customer
 from domain.errors import CustomerNotFound
@@ -176,7 +176,7 @@ class Limits:
         codes = {e.transaction_code for e in events if hasattr(e, "transaction_code")}
         ids = {Transaction.create_id(partner, code): code for code in codes}
         times: dict[tuple[str, str], datetime] = {}
-        for aggregate_id, history in histories_of(self.store, list(ids)).items():
+        for aggregate_id, history in self.store.histories_of(list(ids)).items():
             code = ids[aggregate_id]
             times["Reserved", code] = happened_at(history[0])
             transaction = None
@@ -188,7 +188,7 @@ class Limits:
         return times
 
     def _events(self, aggregate_id: UUID) -> list[Any]:
-        return list(self.store.app.repository.event_store.get(aggregate_id))
+        return self.store.events_of(aggregate_id)
 
 
 def window_reads(partner: str, customer_code: str, direction: str, at: datetime) -> list[LatestOf]:

@@ -21,7 +21,7 @@ from uuid import UUID
 from application.commands import AdjustmentRequest
 from application.context import Context
 from application.request_checks import problems_of, refuse_all
-from application.store.unit_of_work import UnitOfWork
+from application.store.request_writes import RequestWrites
 from domain.errors import AssetUnknown, DomainError, ReserveAdjustmentShapeInvalid
 from domain.money import Asset
 from domain.pricing import check_amount
@@ -73,7 +73,7 @@ class Reserves:
         request: AdjustmentRequest,
         code: str | None = None,
         *,
-        unit: UnitOfWork | None = None,
+        unit: RequestWrites | None = None,
     ) -> ReserveAdjustment:
         """Records an adjustment of the partner's reserves under the partner's `code` (new when not given),
         within the request's `unit` of work. The same code with the same request returns the adjustment
@@ -170,11 +170,10 @@ class Reserves:
         and the id of the last of them (of any partner). The events table is written under a lock, one
         recording after the other, so nothing can appear later below the last id read."""
         changes: dict[str, Decimal] = defaultdict(Decimal)
+        decode = self.store.decoder
         while True:
-            page = self.store.app.recorder.select_notifications(
-                start=through + 1, limit=PAGE, topics=RESERVE_TOPICS
-            )
-            events = [self.store.app.mapper.to_domain_event(notification) for notification in page]
+            page = self.store.notifications(through + 1, PAGE, topics=RESERVE_TOPICS)
+            events = [decode(notification) for notification in page]
             orders = self._orders({e.originator_id for e in events if isinstance(e, Transaction.Event)})
             for notification, domain_event in zip(page, events, strict=True):
                 for change in reserve_changes(domain_event, orders.get(domain_event.originator_id)):

@@ -10,7 +10,7 @@ from application.counterparties import active_customer, check_account, reads_of_
 from application.limits import Limits
 from application.orders import OrderDesk
 from application.store.aggregates import AggregateReads
-from application.store.unit_of_work import UnitOfWork
+from application.store.request_writes import RequestWrites
 from domain.deposits import AddressPool, DepositAddress
 from domain.limits import LimitWindow
 from domain.transaction import Order, Transaction
@@ -31,7 +31,12 @@ class Sells:
         return order
 
     def create(
-        self, partner: str, request: SellRequest, code: str | None = None, *, unit: UnitOfWork | None = None
+        self,
+        partner: str,
+        request: SellRequest,
+        code: str | None = None,
+        *,
+        unit: RequestWrites | None = None,
     ) -> Transaction:
         """A new sell, Initiated, with its own deposit address, saved within the request's `unit` of work.
         Idempotent per `code` like a buy's create."""

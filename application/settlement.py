@@ -10,7 +10,7 @@ from application.changes import TransactionChanges
 from application.commands import DepositReport, SendoutReport
 from application.context import Context
 from application.request_checks import problems_of, refuse_all
-from application.store.unit_of_work import UnitOfWork
+from application.store.request_writes import RequestWrites
 from domain.chain_reports import Dispute, DisputedReport, ReportedTransfer, dispute_of
 from domain.deposits import DepositAddress
 from domain.errors import (
@@ -45,7 +45,7 @@ class Settlement:
         )
 
     def report_deposit(
-        self, partner: str, report: DepositReport, *, unit: UnitOfWork | None = None
+        self, partner: str, report: DepositReport, *, unit: RequestWrites | None = None
     ) -> Transaction:
         """The customer's payment to a sell's deposit address, with its confirmations so far. One first seen
         after the sell's validUntil cancels it (limits given back) and is recorded as a late payment. A
@@ -74,7 +74,7 @@ class Settlement:
         )
 
     def report_sendout(
-        self, partner: str, report: SendoutReport, *, unit: UnitOfWork | None = None
+        self, partner: str, report: SendoutReport, *, unit: RequestWrites | None = None
     ) -> Transaction:
         """Our sendout of a buy's crypto, with its confirmations so far."""
         payment = ChainPayment(report.tx_id, report.confirmations)
@@ -95,7 +95,7 @@ class Settlement:
         transfer: ReportedTransfer,
         payment: ChainPayment,
         command: Callable[[Transaction, datetime], None],
-        unit: UnitOfWork | None,
+        unit: RequestWrites | None,
     ) -> Transaction:
         """Applies a chain report to its transaction, answering as the transaction does (a refusal is raised
         again); a report that changed nothing because it disagrees with the recorded transfer, or names no
@@ -119,14 +119,14 @@ class Settlement:
         return transaction
 
     def _keep_disputed(
-        self, partner: str, reason: Dispute, transfer: ReportedTransfer, unit: UnitOfWork | None
+        self, partner: str, reason: Dispute, transfer: ReportedTransfer, unit: RequestWrites | None
     ) -> None:
         """Records a report that changed no transaction, once: the same report sent again finds it kept. It
-        is saved in a unit of its own, so the request's Idempotency-Key claim does not ride with a report the
+        is saved as writes of its own, so the request's Idempotency-Key claim does not ride with a report the
         request then refuses; the request's position is raised to it, so that the partner's next read (a
         reconciliation) waits for it."""
         disputed = DisputedReport.create_id(partner, reason.value, transfer)
-        own = UnitOfWork(partner)
+        own = RequestWrites(partner)
         for attempt in self.store.attempts():
             with attempt:
                 if self.store.find(disputed) is None:
@@ -143,7 +143,7 @@ class Settlement:
         reference: str | None = None,
         bank_account: str | None = None,
         *,
-        unit: UnitOfWork | None = None,
+        unit: RequestWrites | None = None,
     ) -> Transaction:
         payouts = self.context.settings.partners[partner].has_payouts
         return self.changes.apply(
@@ -157,7 +157,7 @@ class Settlement:
         reference: str | None = None,
         bank_account: str | None = None,
         *,
-        unit: UnitOfWork | None = None,
+        unit: RequestWrites | None = None,
     ) -> Transaction:
         payouts = self.context.settings.partners[partner].has_payouts
         return self.changes.apply(

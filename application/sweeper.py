@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from eventsourcing.persistence import Notification
 from eventsourcing.utils import get_topic
 
 from domain.errors import InvalidStateTransition
@@ -26,6 +25,7 @@ from domain.transaction import Transaction, quote_is_valid
 if TYPE_CHECKING:
     from application.ledger import Ledger
     from application.settlement import Settlement
+    from application.store.log import Notification
 
 log = logging.getLogger("broker_ledger.sweeper")
 # The events a transaction opens with (only they leave it expirable), and every event it records.
@@ -64,9 +64,7 @@ class OverdueTransactions:
 
     def _scan_transaction_events(self, batch: int) -> None:
         while True:
-            notifications = self.ledger.recorder.select_notifications(
-                start=self._scanned + 1, limit=batch, topics=TRANSACTION_TOPICS
-            )
+            notifications = self.ledger.notifications(self._scanned + 1, batch, topics=TRANSACTION_TOPICS)
             followed = {n.originator_id for n in notifications if n.topic not in OPENING_TOPICS}
             for notification in notifications:
                 if notification.topic not in OPENING_TOPICS:
@@ -78,7 +76,7 @@ class OverdueTransactions:
                 return
 
     def _note_deadline(self, notification: Notification) -> None:
-        opened = self.ledger.mapper.to_domain_event(notification)
+        opened = self.ledger.decoder(notification)
         self._deadlines[notification.originator_id] = (
             opened.order.partner,
             opened.order.code,

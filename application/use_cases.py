@@ -14,9 +14,9 @@
 
 The composition root (`interface.app.build_runtime`) builds the bundle once; each route is handed the use
 case of its feature by dependency injection and calls it directly, and the expiry sweeper
-(`application.sweeper`) calls the settlement's `expire`. A use case that writes takes the request's unit of
-work (`unit=`, `application.store.unit_of_work`), which the interface opens and the store joins; without a
-request (the command line, tests) it is left out.
+(`application.sweeper`) calls the settlement's `expire`. A use case that writes takes the request's writes
+(`unit=`, a `RequestWrites`, `application.store.request_writes`), which the interface opens and the store
+joins; without a request (the command line, tests) it is left out.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The transaction as the outside world sees it, defined once: `TransactionView`.
 
 Every view of a transaction is made from this one shape: the HTTP presenters
-(`interface.transactions.presenters`) render a
+(`interface.shared.transaction_presenters`) render a
 view, whether it was computed from the aggregate here or read back from the read model, and the read model's
 `read.transactions` table (`projections.read_tables`) has one column per field of it (its names and SQL types
 derived from the fields), so a field added here is a column of the table and a value every presenter can show.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -13,6 +14,7 @@ from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
+from litestar.template import TemplateConfig
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from application.adapters.addresses import Bip32AddressBook
@@ -24,6 +26,7 @@ from application.ports import Clock, SystemClock
 from application.settings import Settings
 from application.store.database import (
     IDLE_SECONDS,
+    RECONNECT_SECONDS,
     api_pools,
     check_if_stale,
     check_if_stale_async,
@@ -35,20 +38,17 @@ from application.store.database import (
     resolve_database_url,
     tagged,
 )
+from application.store.hung_servers import TrackedAsyncConnection, TrackedConnection
 from application.sweeper import ExpirySweeper
 from application.use_cases import UseCases
-from interface.alternative.routes import ALTERNATIVE_CONTROLLERS
 from interface.api_document.openapi import openapi_config
-from interface.chain.routes import ChainController
-from interface.console.pages import template_config, with_console_pages
-from interface.console.routes import console_router
 from interface.console.sessions import ConsoleSessions, SessionRecords
-from interface.customers.routes import CustomerController
 from interface.environment import PROJECTIONS_ENV as PROJECTIONS_ENV  # where tests and tools import it from
 from interface.environment import Environment
-from interface.health.routes import health, liveness
+from interface.features import FEATURES
 from interface.http.auth import FailedAttempts, TokenService
 from interface.http.bodies import StrictJsonRequest
+from interface.http.body_checks import BodyChecks
 from interface.http.common import LedgerResponse, allow_every_method
 from interface.http.heavy_reads import HeavyReads, HeavyReadsMiddleware, heavy_pools
 from interface.http.idempotency import MAX_BODY, IdempotencyStore
@@ -65,17 +65,9 @@ from interface.http.read_your_writes import (
 from interface.http.request_head import StorableTextMiddleware
 from interface.http.security import UNAUTHENTICATED_PATHS, BearerAuthentication
 from interface.http.settings import ApiSettings, load_service_settings
-from interface.prices.routes import PriceController
-from interface.reconciliation.routes import ReconciliationController
-from interface.reserves.routes import ReserveController
-from interface.tokens.routes import TokenController
-from interface.transactions.buys import BrokerBuyController
+from interface.shared.feature import Feature
+from interface.shared.transaction_reading import Reader
 from interface.transactions.callback_bodies import renderer
-from interface.transactions.callbacks import TransactionCallbacksController
-from interface.transactions.custodian import CustodianTransactionController
-from interface.transactions.lookups import TransactionReadingController
-from interface.transactions.reading import Reader
-from interface.transactions.sells import BrokerSellController
 from projections.callbacks.service import Callbacks
 from projections.callbacks.urls import CallbackUrlPolicy
 from projections.catalog import PROJECTIONS, READ_MODELS
@@ -129,7 +121,7 @@ class Runtime:
         """The connection pools of this process, by what they serve (for GET /metrics); those on the read
         servers begin with ON_READ_SERVERS."""
         found = {
-            "event_store": self.ledger.recorder.datastore.pool,
+            "event_store": self.ledger.datastore.pool,
             "api": self.pool,
             "idempotency": self.idempotency.async_pool,
             "read_models": self.reader.primary_view.datastore.pool,
@@ -184,20 +176,22 @@ def build_runtime(
         open=False,
         timeout=3,
         max_idle=IDLE_SECONDS,
+        reconnect_timeout=RECONNECT_SECONDS,
+        connection_class=TrackedAsyncConnection,
         kwargs={"autocommit": True},
         check=check_if_stale_async,
         reset=note_use_async,
     )
     # claims and answers ride in the group committer's transactions (none of their own); with the library's
     # recorder (BROKER_LEDGER_GROUP_COMMIT=off) they go on the async pool
-    along_events = getattr(ledger.recorder, "write_along", None)
+    along_events = ledger.write_along
     idempotency = IdempotencyStore(pool, API_SCHEMA, async_pool, along_events)
     idempotency.create_table()
     write_positions = WritePositions(pool, async_pool, API_SCHEMA)
     write_positions.create_table()
     console_records = SessionRecords(pool, async_pool, API_SCHEMA, clock)
     console_records.create_table()
-    write_positions.kept_with_events(ledger.recorder)  # no statement of its own per write
+    write_positions.kept_with_events(ledger)  # no statement of its own per write
     read_url = environment.read_servers_url
     return Runtime(
         settings=settings,
@@ -230,6 +224,8 @@ def api_pool(url: str, size: int, name: str) -> ConnectionPool:
         open=True,
         timeout=3,
         max_idle=IDLE_SECONDS,
+        reconnect_timeout=RECONNECT_SECONDS,
+        connection_class=TrackedConnection,
         check=check_if_stale,
         reset=note_use,
     )
@@ -269,8 +265,8 @@ async def use_case_threads() -> None:
 
 def dependencies(runtime: Runtime) -> dict[str, Provide]:
     """What the routes are handed by name (`interface.http.common`): each feature's use cases, the ledger's
-    settings and clock, and the reader of the read models; all built once, but the order desk, new for each
-    request (it checks a requested callback URL once for the request)."""
+    settings and clock, the reader of the read models and the console's sessions; all built once, but the
+    order desk, new for each request (it checks a requested callback URL once for the request)."""
     use_cases = runtime.use_cases
 
     def new_desk() -> OrderDesk:
@@ -288,6 +284,7 @@ def dependencies(runtime: Runtime) -> dict[str, Provide]:
         "alternative": use_cases.alternative,
         "reserves": use_cases.reserves,
         "history": use_cases.history,
+        "sessions": runtime.console_sessions,  # the console's pages
     }
     return {
         **{name: _provided(value) for name, value in once.items()},
@@ -325,26 +322,15 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
     )
     return ObservedLitestar(
         route_handlers=[
-            health,
-            liveness,
             metrics,
-            TokenController,
-            CustomerController,
-            BrokerBuyController,
-            BrokerSellController,
-            CustodianTransactionController,
-            ChainController,
-            PriceController,
-            TransactionCallbacksController,
+            *(handler for feature in FEATURES for handler in feature.route_handlers),
             # the routes that may be heavy reads: a partner's slots taken around them, and only them (a buy
             # never passes the middleware)
             Router(
                 "/",
-                route_handlers=[TransactionReadingController, ReserveController, ReconciliationController],
+                route_handlers=[handler for feature in FEATURES for handler in feature.heavy_reads],
                 middleware=[HeavyReadsMiddleware(heavy_reads)],
             ),
-            *ALTERNATIVE_CONTROLLERS,
-            console_router(runtime.console_sessions),
         ],
         dependencies=dependencies(runtime),
         middleware=[
@@ -354,12 +340,12 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
             ReadYourWritesMiddleware(),  # keeps a write's position before its answer (also a stored one)
             IdempotencyMiddleware(),
         ],
-        exception_handlers=with_console_pages(EXCEPTION_HANDLERS),  # an unknown /console/... path: a page
+        exception_handlers=exception_handlers(FEATURES),
         before_request=allow_every_method,
         request_class=StrictJsonRequest,
         response_class=LedgerResponse,
-        openapi_config=openapi_config(),
-        template_config=template_config(),
+        openapi_config=openapi_config(FEATURES),
+        template_config=template_config(FEATURES),
         logging_config=None,  # the process's own (application/logs.py): litestar's would replace the root's
         request_max_body_size=MAX_BODY,
         state=State(
@@ -371,6 +357,7 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
                 "pool": runtime.pool,
                 "failed_attempts": FailedAttempts(),
                 "runtime": runtime,
+                "body_checks": body_checks(runtime, FEATURES),
                 "callbacks": callbacks,
                 "projection_names": [spec.name for spec in PROJECTIONS],
                 "pools": runtime.pools,
@@ -396,3 +383,30 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
         ],
         debug=False,
     )
+
+
+def body_checks(runtime: Runtime, features: Sequence[Feature]) -> BodyChecks:
+    """The content checks of every feature's bodies, on the runtime's use cases (`interface.http.bodies`
+    runs them on a body that broke its schema)."""
+    return BodyChecks(
+        runtime.use_cases,
+        {body: check for feature in features for body, check in feature.body_checks.items()},
+    )
+
+
+def exception_handlers(features: Sequence[Feature]) -> dict[Any, Any]:
+    """The app's handlers of what happens before a route is found (every refusal a problem), as the features
+    with pages of their own wrap them (the console answers a page under /console)."""
+    handlers = dict(EXCEPTION_HANDLERS)
+    for feature in features:
+        if feature.exception_handlers is not None:
+            handlers = feature.exception_handlers(handlers)
+    return handlers
+
+
+def template_config(features: Sequence[Feature]) -> TemplateConfig | None:
+    """The templates of the one feature that has pages (the console), if any."""
+    configs = [feature.templates() for feature in features if feature.templates is not None]
+    if len(configs) > 1:
+        raise ValueError(f"{len(configs)} features give templates; the app takes one directory of them")
+    return configs[0] if configs else None

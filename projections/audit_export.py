@@ -30,12 +30,10 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import msgspec
-from eventsourcing.persistence import Mapper
 from psycopg.sql import SQL, Composed, Identifier
 
 from application.store.database import eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
-from application.store.msgspec_mapper import decode_state
 from projections.audit_chain import CHAIN_TABLE, EVENTS_TABLE, GENESIS
 from projections.audit_sql import small_pool, snapshot, table_exists
 from projections.postgres import READ_SCHEMA
@@ -60,7 +58,7 @@ def export(url: str, from_: datetime, to: datetime, out: TextIO) -> Exported:
             cursor.itersize = 2000
             cursor.execute(_query(table_exists(conn, READ_SCHEMA, CHAIN_TABLE)), {"genesis": GENESIS})
             for row in cursor:
-                state = _decode(log_app.mapper, row)
+                state = _decode(log_app, row)
                 timestamp = state.pop("timestamp")
                 if not start < timestamp <= end:
                     continue
@@ -91,11 +89,11 @@ def _query(chained: bool) -> Composed:
     ).format(EVENTS_TABLE, Identifier(READ_SCHEMA, CHAIN_TABLE))
 
 
-def _decode(mapper: Mapper[Any], row: dict[str, Any]) -> dict[str, Any]:
-    """The event's state as the mapper decodes it (value objects, Decimals, datetimes), in either stored
-    format (see `application.store.msgspec_mapper`)."""
+def _decode(log_app: LedgerLog, row: dict[str, Any]) -> dict[str, Any]:
+    """The event's state as the log's mapper decodes it (value objects, Decimals, datetimes), in either
+    stored format (see `application.store.msgspec_mapper`)."""
     try:
-        return dict(decode_state(mapper, row["topic"], bytes(row["state"])))
+        return dict(log_app.state_of(row["topic"], bytes(row["state"])))
     except Exception as error:
         raise ValueError(
             f"notification {row['notification_id']} ({row['topic']}) cannot be decoded: {error}; "

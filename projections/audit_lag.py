@@ -25,7 +25,7 @@ def check_projections_keep_up(
     older than `threshold` seconds."""
     log_app = LedgerLog(env=small_pool(eventsourcing_env(url, EVENTS_SCHEMA)))
     try:
-        head = log_app.recorder.max_notification_id() or 0
+        head = log_app.head()
         with psycopg.connect(url, autocommit=True) as conn:
             names = [spec.name for spec in projections]
             found = status.states(conn, names, head, status.event_time(log_app))

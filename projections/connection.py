@@ -19,6 +19,7 @@ from eventsourcing.postgres import PostgresDatastore
 from psycopg.rows import DictRow, dict_row
 
 from application.store.database import PROJECTION_TIMEOUTS, tagged, with_timeouts
+from application.store.hung_servers import TrackedConnection
 
 
 class LentConnection:
@@ -54,10 +55,10 @@ def locked(url: str, key: int, name: str) -> Iterator[psycopg.Connection[DictRow
 
 
 def connect(url: str, name: str) -> psycopg.Connection[DictRow]:
-    """A projection's connection: autocommit, dict rows (as eventsourcing's), `PROJECTION_TIMEOUTS`, and
-    `broker-ledger <name>` in pg_stat_activity."""
+    """A projection's connection: autocommit, dict rows (as eventsourcing's), `PROJECTION_TIMEOUTS`,
+    `broker-ledger <name>` in pg_stat_activity, cut if its server hangs (`application.store.hung_servers`)."""
     conninfo = with_timeouts(tagged(url, name), PROJECTION_TIMEOUTS)
-    return psycopg.connect(conninfo, autocommit=True, row_factory=dict_row)
+    return TrackedConnection.connect(conninfo, autocommit=True, row_factory=dict_row)
 
 
 def try_lock(connection: psycopg.Connection[DictRow], key: int) -> bool:

@@ -12,17 +12,11 @@ from typing import Any
 
 from eventsourcing.persistence import Notification
 from eventsourcing.projection import Projection
-from psycopg.rows import tuple_row
-from psycopg.sql import SQL, Identifier
 
 from application.store.log import LedgerLog
 from projections.postgres import ReadModel
 from projections.runner import Decode, ProjectionFailed, ProjectionSpec, apply_page, processor
 
-SELECT_PAGE = SQL(
-    "SELECT originator_id, originator_version, topic, state, notification_id FROM {}"
-    " WHERE notification_id >= %(start)s{} ORDER BY notification_id LIMIT %(limit)s"
-)
 Progress = Callable[[str, int], None]  # (projection name, events applied)
 
 
@@ -61,19 +55,9 @@ class PageDecoder:
 
 
 def read_page(log_app: LedgerLog, start: int, limit: int, stop: int | None) -> list[Notification]:
-    """The stored events from notification id `start` on (up to `stop`), at most `limit`: eventsourcing's
-    `select_notifications`, with rows read as tuples (a page of a rebuild is thousands of rows)."""
-    recorder = log_app.recorder
-    table = Identifier(recorder.datastore.schema, recorder.events_table_name)
-    statement = SELECT_PAGE.format(
-        table, SQL("") if stop is None else SQL(" AND notification_id <= %(stop)s")
-    )
-    with recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
-        rows = curs.execute(statement, {"start": start, "stop": stop, "limit": limit}).fetchall()
-    return [
-        Notification(originator_id, version, topic, bytes(state), id_)
-        for originator_id, version, topic, state, id_ in rows
-    ]
+    """The stored events from notification id `start` on (up to `stop`), at most `limit`, read as tuples (a
+    page of a rebuild is thousands of rows): the log's `page`."""
+    return log_app.page(start, limit, stop)
 
 
 def apply_alone(lane: Lane, page: Sequence[Notification], decode: Decode, progress: Progress | None) -> None:

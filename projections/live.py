@@ -200,7 +200,7 @@ class ProjectionWorker:
     def _follow(self, connection: psycopg.Connection[Any], log_app: LedgerLog) -> None:
         """Rounds until stopped, LISTENing while it leads a projection (a connection that never reads its
         notifications would hold back PostgreSQL's queue of them)."""
-        channel = sql.Identifier(log_app.recorder.channel_name)
+        channel = sql.Identifier(log_app.notify_channel)
         listening = False
         while not self._stopped.is_set():
             self._take_free(connection)
@@ -222,7 +222,7 @@ class ProjectionWorker:
             start = min(lane.position for lane in lanes) + 1
             notifications = read_page(log_app, start, self.page, None)
             if notifications:
-                apply_together(connection, lanes, notifications, PageDecoder(log_app.mapper.to_domain_event))
+                apply_together(connection, lanes, notifications, PageDecoder(log_app.decoder))
             self._settle(connection, lanes)
             self.analysts.look(connection)  # also while it catches up a long way
             read += len(notifications)
@@ -370,8 +370,8 @@ def event_log(url: str, connection: psycopg.Connection[Any]) -> LedgerLog:
         "CREATE_TABLE": "no",
     }
     log_app = LedgerLog(env=env)
-    lend(connection, log_app.recorder.datastore)
-    log_app.recorder.create_table()
+    lend(connection, log_app.datastore)
+    log_app.create_table()
     return log_app
 
 

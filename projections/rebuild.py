@@ -89,7 +89,7 @@ def replay_all(
             position = notifications[-1].id
             at_end = stop_at is not None and position >= stop_at
             read_next = None if at_end else partial(read_page, log_app, position + 1, batch, stop_at)
-            decode = PageDecoder(log_app.mapper.to_domain_event)
+            decode = PageDecoder(log_app.decoder)
             following = apply_to_all(running, notifications, decode, progress, read_next)
             running = [lane for lane in running if lane.failure is None]
 

@@ -127,10 +127,10 @@ def replay(
     if position is None:
         position = view.position(APPLICATION)
     while (stop_at is None or position < stop_at) and not interrupted():
-        notifications = log_app.recorder.select_notifications(start=position + 1, limit=batch, stop=stop_at)
+        notifications = log_app.notifications(position + 1, batch, stop=stop_at)
         if not notifications:
             break
-        apply_page(spec, projection, view, notifications, log_app.mapper.to_domain_event)
+        apply_page(spec, projection, view, notifications, log_app.decoder)
         position = notifications[-1].id
         if progress is not None:
             progress(len(notifications))

@@ -145,16 +145,16 @@ def positions(conn: psycopg.Connection[Any], names: Iterable[str]) -> dict[str, 
 
 
 def event_time(app: Any) -> EventTime:
-    """The time of the first event after a position, read with `app`'s recorder and mapper (a `LedgerLog`
-    or the `Ledger`); None when there is none, or when it cannot be decoded (a projection then fails on it,
+    """The time of the first event after a position, read from the log `app` (a `LedgerLog` or the
+    `Ledger`); None when there is none, or when it cannot be decoded (a projection then fails on it,
     which its recorded failure says)."""
 
     def after(position: int) -> datetime | None:
-        notifications = app.recorder.select_notifications(start=position + 1, limit=1)
+        notifications = app.notifications(position + 1, 1)
         if not notifications:
             return None
         try:
-            return app.mapper.to_domain_event(notifications[0]).timestamp
+            return app.decoder(notifications[0]).timestamp
         except Exception:
             return None
 

@@ -29,27 +29,28 @@ Snapshots - the address pools, whose history only grows, are snapshotted by the 
     allocations (`Ledger.snapshotting_intervals`) and loaded from the latest snapshot plus the events since,
     by the read-ahead's one query. Limit windows need none: they load from their latest event.
 
-`group_commit` - `GroupCommitRecorder`: concurrent saves of one process share one database transaction.
-    Rules (its docstring has the detail): notification ids become visible in commit order across processes
-    (the events table's lock is held from before the ids are issued until COMMIT, as the library does); a
-    version conflict or a save's own data error fails only that save; a save returns only after COMMIT, with
-    `synchronous_commit` on; a batch waits a bounded time for the lock and for each statement, and a request
-    a bounded time for its save (then 503); after a connection fault the batch is read back, so a landed save
-    is never retried into a conflict. `BROKER_LEDGER_GROUP_COMMIT=off` goes back to the library's recorder.
+`group_commit/` - `GroupCommitRecorder`: concurrent saves of one process share one database transaction.
+    Rules (the package's docstring has the detail): notification ids become visible in commit order across
+    processes (the events table's lock is held from before the ids are issued until COMMIT, as the library
+    does); a version conflict or a save's own data error fails only that save; a save returns only after
+    COMMIT, with `synchronous_commit` on; a batch waits a bounded time for the lock and for each statement,
+    and a request a bounded time for its save (then 503); after a connection fault the batch is read back, so
+    a landed save is never retried into a conflict. `BROKER_LEDGER_GROUP_COMMIT=off` goes back to the
+    library's recorder. A room of its own: `recorder` (the queue's side, the committer thread), `batches`
+    (how a batch is written), `save_queue` (what waits: saves of events, and companions, statements on
+    another table that ride in its next transaction, such as an Idempotency-Key's claim or answer), `types`
+    (`PendingSave`), `append_function` (what a batch does under the lock, as one statement: a PL/pgSQL
+    function takes the lock, notifies, writes the events and the write positions, and COMMIT follows at once),
+    `commit_watch` (a batch past its deadline is interrupted and its connection replaced; whether the
+    committer commits, GET /health), `read_back` (a batch settled after a connection fault by what the store
+    holds). Nothing of the store outside it imports it (the environment names its recorder by topic).
 
-`append_function` - what a batch does under the events table's lock (the serial point of every save of the
-    cluster), as one statement: a PL/pgSQL function takes the lock, notifies, writes the events and the write
-    positions, and COMMIT follows at once, so under the lock the server waits for nothing from the client.
-
-`commit_watch` - the committer cannot wedge: a batch that holds its connection past its deadline is
-    cancelled and its connection shut down and replaced; and whether the committer commits (GET /health).
-    `read_back` settles a batch after a connection fault by what the store holds.
+`request_writes` - `RequestWrites`: what a request writes through the store (no transaction boundary): its
+    write position for read-your-writes, and the statements riding with its first save; opened by the
+    interface, joined by `LedgerStore.save(..., unit=)` and the group committer.
 
 `read_ahead` - the recorder's reads: a use case's read-ahead (several aggregates' histories, and of others
     only their latest event, in one round trip) and the library's reads tried twice, not ten times.
-
-`save_queue` - what waits for the group committer: saves of events, and companions (statements on another
-    table that ride in its next transaction, such as an Idempotency-Key's claim or answer).
 
 `binary_arrays` - arrays of one known type (uuid, text, bytea, int4, int8, timestamptz) sent in PostgreSQL's
     binary format, built in one pass instead of psycopg's item-by-item dumping.

@@ -15,8 +15,10 @@ It wraps the ledger application's repository and recorder with what the use case
   own loop, `for attempt in store.attempts(): with attempt: ...` (`Attempt`): a lost race is swallowed and
   the next attempt comes after a jittered backoff; the last lost one ends in `ConcurrencyExhausted`. Safe,
   because a use case records nothing until its one save, and each attempt reads ahead afresh.
-- `save(*aggregates, unit=...)`: eventsourcing's save, joining the request's unit of work
-  (`application.store.unit_of_work`): the unit goes with the events to the recorder, and its write position
+- what a use case reads of the log beyond aggregates, each asked of the log (`LedgerLog`, the one door to
+  it): `events_of`, `aggregate_at`, `histories_of`, `notifications` and their `decoder`.
+- `save(*aggregates, unit=...)`: eventsourcing's save, joining the request's writes (`RequestWrites`,
+  `application.store.request_writes`): they go with the events to the recorder, and their write position
   is raised to the notification id reached (read-your-writes).
 """
 
@@ -26,18 +28,21 @@ import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import RecordConflictError
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.persistence import Notification, RecordConflictError
 
-from application.store.unit_of_work import UnitOfWork
+from application.store.request_writes import RequestWrites
 from domain.account import Account
 from domain.customer import Customer
 from domain.deposits import AddressPool
 from domain.errors import AccountNotFound, CustomerNotFound, DomainError, Refusal, TransactionNotFound
 from domain.transaction import Transaction
+
+if TYPE_CHECKING:
+    from application.store.log import Decode, LedgerLog
 
 A = TypeVar("A")
 MAX_ATTEMPTS = 200
@@ -167,12 +172,12 @@ class LedgerStore(AggregateReads):
 
     conflicts = RecordConflictError
 
-    def __init__(self, app: Application) -> None:
+    def __init__(self, app: LedgerLog) -> None:
         self.app = app
 
-    def save(self, *aggregates: Any, unit: UnitOfWork | None = None) -> Any:
-        """Saves the aggregates' new events atomically, within the request's `unit` of work if there is one
-        (the library's save hands it to the recorder, with the events)."""
+    def save(self, *aggregates: Any, unit: RequestWrites | None = None) -> Any:
+        """Saves the aggregates' new events atomically, with the request's writes (`unit`) if there are any
+        (the library's save hands them to the recorder, with the events)."""
         recordings = self.app.save(*aggregates, unit=unit)
         if unit is not None:
             unit.note_recorded(recordings)
@@ -213,6 +218,27 @@ class LedgerStore(AggregateReads):
         """The aggregate's latest event, read now; None if it has none."""
         stored = self.app.recorder.select_events(aggregate_id, desc=True, limit=1)
         return self.app.mapper.to_domain_event(stored[0]) if stored else None
+
+    def events_of(self, aggregate_id: UUID) -> list[Any]:
+        """Every event of the aggregate, oldest first, from its first; none for an unknown id."""
+        return self.app.events_of(aggregate_id)
+
+    def aggregate_at(self, aggregate_id: UUID, version: int) -> Any:
+        """The aggregate as its events up to `version` left it."""
+        return self.app.aggregate_at(aggregate_id, version)
+
+    def histories_of(self, ids: Sequence[UUID]) -> Histories:
+        """The whole histories of these aggregates, oldest event first, in one query (every id a key)."""
+        return self.app.histories_of(ids)
+
+    def notifications(self, start: int, limit: int, *, topics: Sequence[str] = ()) -> Sequence[Notification]:
+        """At most `limit` stored events from notification id `start` on (of `topics` only, when named)."""
+        return self.app.notifications(start, limit, topics=topics)
+
+    @property
+    def decoder(self) -> Decode:
+        """A stored event's domain event (taken once by a caller that decodes many)."""
+        return self.app.decoder
 
     def _read_ahead(self, reads: Sequence[UUID | LatestOf]) -> tuple[Histories, LatestEvents] | None:
         """The histories and latest events `reads` name, in one query; None with the library's recorder."""

@@ -37,6 +37,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from application.store.hung_servers import TrackedConnection
 from application.store.schema_lock import SerialAggregateRecorder, SerialApplicationRecorder, schema_creation
 
 # The environment's variables for the database, read at start by `interface.environment`:
@@ -52,6 +53,10 @@ OPTIONS_KEY = "POSTGRES_OPTIONS"  # ours: libpq `options` of a pool's connection
 APP_NAME = "broker-ledger"  # every connection's application_name starts with it
 IDLE_SECONDS = 60.0  # a pooled connection unused this long is closed (psycopg's default: 10 minutes)
 STALE_SECONDS = 1.0  # a pooled connection unused this long is checked (one empty query) before it is lent
+# how long a pool keeps retrying a connection that fails before it gives up, so that the next request starts
+# a new attempt at once: psycopg_pool retries with a doubling delay (1, 2, 4, 8 ... s) for 5 minutes by
+# default, so after a failover of 15 s a pool could wait half a minute more before trying the new primary
+RECONNECT_SECONDS = 2.0
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +79,8 @@ class Timeouts:
     """How long a connection's statements may wait for a lock, and run, before PostgreSQL cancels them; and
     (every connection) how often a backend running one checks that its client is still connected
     (`client_connection_check_interval`, PostgreSQL 14+), so that a statement whose client shut its
-    connection down (the group committer's watch, `application.store.commit_watch`) ends within that time
-    and lets go of its locks, with no cancel request."""
+    connection down (the group committer's watch, `application.store.group_commit.commit_watch`) ends
+    within that time and lets go of its locks, with no cancel request."""
 
     lock: float  # seconds
     statement: float  # seconds
@@ -174,7 +179,8 @@ def pool_settings(
 
 class BudgetedPostgresFactory(PostgresFactory):
     """eventsourcing's PostgreSQL factory, whose pool names its connections (`POSTGRES_APPLICATION_NAME`),
-    sets their timeouts (`POSTGRES_OPTIONS`) and closes those left unused for IDLE_SECONDS, and whose
+    sets their timeouts (`POSTGRES_OPTIONS`), closes those left unused for IDLE_SECONDS and gives up a
+    failing connection attempt after RECONNECT_SECONDS (the next use tries afresh), and whose
     recorders create their tables under the schema lock (`application.store.schema_lock`), so workers and
     replicas may start at once on an empty database."""
 
@@ -193,6 +199,8 @@ class BudgetedPostgresFactory(PostgresFactory):
             if options:
                 pool.kwargs["options"] = options
         pool.max_idle = IDLE_SECONDS
+        pool.reconnect_timeout = RECONNECT_SECONDS
+        pool.connection_class = TrackedConnection  # cut if its server hangs (application.store.hung_servers)
 
 
 def parse_qsl_params(encoded: str) -> dict[str, str]:

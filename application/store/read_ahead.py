@@ -8,6 +8,9 @@ cases' read-ahead (`LedgerStore.loading`) reads with it:
   `latest_ids` only its latest event (a limit window is built from its last event, which carries its total).
 - The library's own reads (`select_events`, `select_notifications`, `max_notification_id`) tried twice, not
   ten times (`fail_fast`): a request learns within one timeout that the store cannot be read.
+
+`notifications_page` is the projections' read of a page of the log, on either recorder (this one, or the
+library's with group commit off): rows read as tuples, since a page of a rebuild is thousands of rows.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import InterfaceError, Notification, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from application.store.binary_arrays import UUIDArray
@@ -51,6 +55,10 @@ FROM unnest(%(latest_ids)b) AS wanted (originator_id) CROSS JOIN LATERAL (
 ) last
 ORDER BY 1, 2
 """
+)
+SELECT_PAGE = SQL(
+    "SELECT originator_id, originator_version, topic, state, notification_id FROM {}"
+    " WHERE notification_id >= %(start)s{} ORDER BY notification_id LIMIT %(limit)s"
 )
 
 
@@ -150,3 +158,20 @@ def _on_tables(template: str, schema: str, events_table: str, snapshots_table: s
         )
         .as_string()
     )
+
+
+def notifications_page(
+    recorder: PostgresApplicationRecorder, start: int, limit: int, stop: int | None
+) -> list[Notification]:
+    """The stored events from notification id `start` on (up to `stop`), at most `limit`: the library's
+    `select_notifications`, with rows read as tuples (a page of a rebuild is thousands of rows)."""
+    table = Identifier(recorder.datastore.schema, recorder.events_table_name)
+    statement = SELECT_PAGE.format(
+        table, SQL("") if stop is None else SQL(" AND notification_id <= %(stop)s")
+    )
+    with recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+        rows = curs.execute(statement, {"start": start, "stop": stop, "limit": limit}).fetchall()
+    return [
+        Notification(originator_id, version, topic, bytes(state), id_)
+        for originator_id, version, topic, state, id_ in rows
+    ]

@@ -29,8 +29,8 @@ from interface.http.common import (
     version_header,
 )
 from interface.http.security import BROKER, OPERATOR, authorize, roles
-from interface.transactions import presenters
-from interface.transactions import shapes as r
+from interface.shared import transaction_presenters as presenters
+from interface.shared import transaction_shapes as r
 
 
 class AlternativeBuyController(Controller):

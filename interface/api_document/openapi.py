@@ -9,9 +9,8 @@ Litestar builds the document from the routes; before it is served, this module c
 - every operation lists its problem responses with the `code` values each can carry (in the description
   and as `x-codes`): the shared machinery's it goes through (malformed request, token and role,
   idempotency, body size and validation, rate limit, database unavailable) and its own rules'
-  (`interface.api_document.operation_problems`), with the headers they carry; a response the handler declares
-  keeps its
-  description;
+  (each feature's description, gathered by `interface.api_document.operation_problems`), with the headers
+  they carry; a response the handler declares keeps its description;
 - each operation's security requirement names the roles that may call it;
 - parameters are never null (a header is absent or a string), and a body that may be null is optional;
 - the query parameters an operation lists are all it takes, as litestar reads them from the same signatures:
@@ -23,9 +22,7 @@ Litestar builds the document from the routes; before it is served, this module c
 from __future__ import annotations
 
 import copy
-import importlib
-import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -36,13 +33,14 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
-import interface
 from interface.api_document.examples import add_examples, guide_examples
-from interface.api_document.operation_problems import NO_DATABASE, domain_codes
+from interface.api_document.operation_problems import OperationProblems
 from interface.api_document.settings import apply_settings_rules
+from interface.http import shapes
 from interface.http.problems import PROBLEM_JSON, TITLES, problem_response
 from interface.http.rate_limits import EXEMPT_PATHS
 from interface.http.shapes import ecma_pattern
+from interface.shared.feature import Feature
 
 REF = "#/components/schemas/{name}"
 STORABLE_TEXT = r"^[^\u0000\ud800-\udfff]*$"  # text the ledger can store (interface.http.text)
@@ -80,7 +78,8 @@ SHARED_CODES = {
 }
 
 
-def openapi_config() -> OpenAPIConfig:
+def openapi_config(features: Sequence[Feature]) -> OpenAPIConfig:
+    """The document of the app that serves `features`: their shapes and their operations' refusals."""
     return OpenAPIConfig(
         title="Broker Ledger",
         version="1.2",
@@ -91,20 +90,22 @@ def openapi_config() -> OpenAPIConfig:
         ),
         security=[{"bearer": []}],
         use_handler_docstrings=True,
-        render_plugins=[ScalarRenderPlugin(), LedgerDocument()],
+        render_plugins=[ScalarRenderPlugin(), LedgerDocument(features)],
     )
 
 
 class LedgerDocument(JsonRenderPlugin):
     """Serves the corrected document at /schema/openapi.json (built once per application)."""
 
-    def __init__(self) -> None:
+    def __init__(self, features: Sequence[Feature]) -> None:
         super().__init__()
+        self.features = features
         self._rendered: bytes | None = None
 
     def render(self, request: Request, openapi_schema: dict[str, Any]) -> bytes:
         if self._rendered is None:
-            self._rendered = self.render_json(request, corrected(openapi_schema, request.app))
+            document = corrected(openapi_schema, request.app, self.features)
+            self._rendered = self.render_json(request, document)
         return self._rendered
 
     def receive_router(self, router: Router) -> None:
@@ -120,10 +121,10 @@ async def _problem_for_html_404(response: Response) -> Response:
     return response
 
 
-def corrected(document: dict[str, Any], app: Litestar) -> dict[str, Any]:
+def corrected(document: dict[str, Any], app: Litestar, features: Sequence[Feature]) -> dict[str, Any]:
     document = copy.deepcopy(document)
     schemas = document["components"]["schemas"]
-    ours = struct_schemas()
+    ours = struct_schemas(schema_modules(features))
     schemas.update({name: schema for name, schema in ours.items() if name in schemas})
     for schema in list(schemas.values()):  # the variants of an exactly-one-of body
         for option in schema.get("oneOf", []):
@@ -134,26 +135,27 @@ def corrected(document: dict[str, Any], app: Litestar) -> dict[str, Any]:
     for name in _request_components(document):
         schemas[name] = storable(schemas[name])
     roles = roles_by_operation(app)
+    problems = OperationProblems.of(features)
     for path, operations in document["paths"].items():
         limited = not path.startswith(EXEMPT_PATHS)
         for operation in operations.values():
-            _correct_operation(operation, roles.get(operation.get("operationId")), limited)
+            _correct_operation(operation, roles.get(operation.get("operationId")), limited, problems)
     add_examples(document, guide_examples())
     return ecma_patterns(document)
 
 
-def struct_schemas() -> dict[str, Any]:
-    """msgspec's JSON Schema of every request and response Struct, amounts as numbers."""
+def struct_schemas(modules: Sequence[ModuleType]) -> dict[str, Any]:
+    """msgspec's JSON Schema of every request and response Struct of `modules`, amounts as numbers."""
     structs = [
         value
-        for module in schema_modules()
+        for module in modules
         for value in vars(module).values()
         if isinstance(value, type)
         and issubclass(value, msgspec.Struct)
         and value.__module__ == module.__name__
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=REF)
-    for module in schema_modules():
+    for module in modules:
         for name, rules in getattr(module, "SCHEMA_RULES", {}).items():
             components[name] = {**components[name], **rules}
         for name, fields in getattr(module, "EXACTLY_ONE_OF", {}).items():
@@ -187,14 +189,11 @@ def _exactly_one_of(name: str, schema: dict[str, Any], fields: tuple[str, ...]) 
     return {name: one_of, **variants}
 
 
-def schema_modules() -> list[ModuleType]:
-    """Every shapes module of the interface (`interface.<feature>.shapes`, `interface.http.shapes`,
-    `interface.transactions.callback_shapes`): each holds request or response Structs."""
-    return [
-        importlib.import_module(info.name)
-        for info in pkgutil.walk_packages(interface.__path__, f"{interface.__name__}.")
-        if info.name.rpartition(".")[2].endswith("shapes")
-    ]
+def schema_modules(features: Sequence[Feature]) -> list[ModuleType]:
+    """The shapes every body builds on (`interface.http.shapes`: a problem's body among them) and each
+    feature's shapes modules, once each: every request and response Struct the app's routes name."""
+    modules = [shapes, *(module for feature in features for module in feature.shapes)]
+    return list(dict.fromkeys(modules))
 
 
 def roles_by_operation(app: Litestar) -> dict[str, frozenset[str]]:
@@ -206,7 +205,9 @@ def roles_by_operation(app: Litestar) -> dict[str, frozenset[str]]:
     }
 
 
-def _correct_operation(operation: dict[str, Any], roles: frozenset[str] | None, limited: bool) -> None:
+def _correct_operation(
+    operation: dict[str, Any], roles: frozenset[str] | None, limited: bool, problems: OperationProblems
+) -> None:
     secured = operation.get("security") != [{}]
     if roles:
         operation["security"] = [{"bearer": [role]} for role in sorted(roles)]
@@ -226,11 +227,11 @@ def _correct_operation(operation: dict[str, Any], roles: frozenset[str] | None, 
         *(["secured"] if secured else []),
         *(["body"] if body is not None else []),
         *(["limited"] if limited else []),
-        *(["database"] if operation.get("operationId") not in NO_DATABASE else []),
+        *(["database"] if operation.get("operationId") not in problems.without_database else []),
         *(["keyed"] if _has_parameter(operation, "Idempotency-Key") else []),
         *(["versioned"] if _has_parameter(operation, "api_version") else []),
     }
-    codes = operation_codes(operation.get("operationId", ""), traits)
+    codes = operation_codes(operation.get("operationId", ""), traits, problems)
     for status in codes:
         # litestar documents its own 400 as application/json: every refusal is a problem
         if PROBLEM_JSON not in documented.get(str(status), {}).get("content", {}):
@@ -345,13 +346,13 @@ def _number_for_decimal(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def operation_codes(operation_id: str, traits: set[str]) -> dict[int, list[str]]:
+def operation_codes(operation_id: str, traits: set[str], problems: OperationProblems) -> dict[int, list[str]]:
     """Every `code` the operation can answer, by status: the shared machinery's it goes through (`traits`)
-    and its own rules'."""
+    and its own rules' (`problems`, from its feature's description)."""
     codes = {
         status: [code for code, needs in shared if needs in traits] for status, shared in SHARED_CODES.items()
     }
-    for status, own in domain_codes(operation_id).items():
+    for status, own in problems.domain_codes(operation_id).items():
         codes.setdefault(status, []).extend(code for code in own if code not in codes[status])
     return {status: listed for status, listed in codes.items() if listed}
 

@@ -14,8 +14,8 @@ from cyclopts import App, Parameter
 
 from interface.cli.main import SettingsOption, event_store_url, fail, settings_or_none, unknown_partner
 from interface.environment import Environment
-from interface.instants import Unreadable, instant
 from interface.reconciliation.routes import period_between
+from interface.shared.instants import Unreadable, instant
 from projections.audit import Report, export, verify
 from projections.audit_export import Exported
 from projections.audit_verifications import record_verification

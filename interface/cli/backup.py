@@ -44,7 +44,7 @@ from application.store.restores import (
     written,
 )
 from interface.cli.main import fail
-from interface.instants import Unreadable, instant
+from interface.shared.instants import Unreadable, instant
 
 FAILED = 1
 RESTORE_SECONDS = 600

@@ -1,9 +1,10 @@
 """`broker-ledger export`: one partner's period as files a spreadsheet, a notebook or DuckDB opens as they
 are (Parquet or CSV), with a manifest to check and reconcile them (`projections.export_files`).
 
-The period's bounds are read as every instant of the API and the command line is (`interface.instants`):
-RFC 3339 date-times with an offset, within the years 1 to 9999 in UTC; the period is (from, to], as every
-period's, so its opening balances are the reserves as of --from and its closing ones as of --to.
+The period's bounds are read as every instant of the API and the command line is
+(`interface.shared.instants`): RFC 3339 date-times with an offset, within the years 1 to 9999 in UTC; the
+period is (from, to], as every period's, so its opening balances are the reserves as of --from and its
+closing ones as of --to.
 
 With read servers (BROKER_LEDGER_READ_DATABASE_URL) the export reads there, not on the primary: as on the
 primary, it reads what the read models hold when it starts (a standby's replay is a moment behind), and it
@@ -22,7 +23,7 @@ from cyclopts import Parameter
 
 from interface.cli.main import USAGE_ERROR, database_url, fail, settings_or_none, unknown_partner
 from interface.environment import Environment
-from interface.instants import Unreadable, instant
+from interface.shared.instants import Unreadable, instant
 from projections.export_files import MANIFEST, Progress, UnsafeOutput, export_period, prepare_folder
 from projections.exports import EXTRACTS, Assets, Period
 

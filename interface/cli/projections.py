@@ -94,7 +94,7 @@ def status() -> int:
     url = event_store_url(environment)
     log_app = _log_app(url)
     try:
-        head = log_app.recorder.max_notification_id() or 0
+        head = log_app.head()
         threshold = environment.stall_seconds
         with psycopg.connect(url, autocommit=True) as conn:
             names = [spec.name for spec in PROJECTIONS]
@@ -157,7 +157,7 @@ def rebuild(
     url = event_store_url(Environment.read())
     log_app = _log_app(url)
     try:
-        head = log_app.recorder.max_notification_id() or 0
+        head = log_app.head()
         if count == 1:
             return _report(specs, *_rebuild_here(url, log_app, specs, head))
     finally:

@@ -1,8 +1,8 @@
 """What a person types into the console's forms: days (an HTML date field, `YYYY-MM-DD`, a UTC day) and
 instants (an HTML datetime-local field, read as UTC, or an RFC 3339 time with an offset, as the history's
-links give them), read by the one reading of instants and days (`interface.instants`). Anything else, and a
-day whose end the ledger cannot count with (9999-12-31 as a period's last day), is refused with a message
-saying what to type."""
+links give them), read by the one reading of instants and days (`interface.shared.instants`). Anything else,
+and a day whose end the ledger cannot count with (9999-12-31 as a period's last day), is refused with a
+message saying what to type."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TypeVar
 
-from interface import instants
 from interface.http.problems import ApiProblem
+from interface.shared import instants
 
 T = TypeVar("T")
 DEFAULT_DAYS = 30

@@ -20,10 +20,10 @@ from domain.errors import TransactionNotFound
 from interface.console.charts import Chart, day_chart
 from interface.console.periods import Days
 from interface.http.heavy_reads import HeavyReads
-from interface.reserves.reading import ReserveReader, shown_amount
-from interface.transactions import presenters
-from interface.transactions import shapes as r
-from interface.transactions.reading import Reader
+from interface.shared import transaction_presenters as presenters
+from interface.shared import transaction_shapes as r
+from interface.shared.reserve_reading import ReserveReader, shown_amount
+from interface.shared.transaction_reading import Reader
 from projections import status
 from projections.audit_verifications import ChainHead, Verification, chain_head_of, last_verification
 from projections.callbacks.outbox import DeliveryRecord, DeliveryStore
@@ -181,7 +181,7 @@ class ConsoleReader:
         runtime = self.state.runtime
         ledger = runtime.ledger
         with self.state.pool.connection() as conn:
-            head = ledger.recorder.max_notification_id() or 0
+            head = ledger.head()
             found = status.states(conn, self.state.projection_names, head, status.event_time(ledger))
             chain_head = chain_head_of(conn)
             verification = last_verification(conn)

@@ -29,7 +29,7 @@ from interface.console.sessions import ConsoleSessions, NotSignedIn, Session, Si
 from interface.http.problems import ApiProblem
 from interface.http.security import AUDITOR, OPERATOR
 from interface.http.shapes import CODE_PATTERN
-from interface.transactions.lookups import STATUSES, one_of
+from interface.shared.query_parameters import STATUSES, one_of
 from projections.queries import TransactionFilter
 
 CODE = re.compile(CODE_PATTERN)
@@ -207,13 +207,9 @@ def today(console: ConsoleReader) -> date:
     return console.reader.ledger.clock.now().astimezone(UTC).date()
 
 
-def console_router(sessions: ConsoleSessions) -> Router:
-    """Every page of the console, its static files, and the handlers that turn errors into pages; `sessions`
-    signs in and out and finds each page's session."""
-
-    def given_sessions() -> ConsoleSessions:
-        return sessions
-
+def console_router() -> Router:
+    """Every page of the console, its static files, and the handlers that turn errors into pages; the app
+    hands its pages the `sessions` (`ConsoleSessions`) that sign in and out and find each page's session."""
     return Router(
         path="/console",
         route_handlers=[
@@ -229,7 +225,6 @@ def console_router(sessions: ConsoleSessions) -> Router:
             create_static_files_router(path="/static", directories=[pages.STATIC], include_in_schema=False),
         ],
         dependencies={
-            "sessions": Provide(given_sessions, use_cache=True, sync_to_thread=False),
             "session": Provide(signed_in),
             "console": Provide(reader, sync_to_thread=False),
         },

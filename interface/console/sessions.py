@@ -36,7 +36,7 @@ from interface.environment import origin_of
 from interface.http.auth import Audience, InvalidToken, Principal, TokenService
 from interface.http.problems import ApiProblem
 from interface.http.security import AUDITOR, OPERATOR
-from interface.tokens.issuance import TokenIssuance
+from interface.shared.token_issuance import TokenIssuance
 
 COOKIE = "console_session"
 PATH = "/console"

@@ -22,7 +22,7 @@ from interface.http.common import (
 )
 from interface.http.security import AUDITOR, BROKER, authorize, roles
 from interface.http.shapes import EXAMPLE_CUSTOMER
-from interface.transactions.lookups import moment, moment_of
+from interface.shared.query_parameters import moment, moment_of
 
 CodeParam = Annotated[str, code_parameter("the customer's code", EXAMPLE_CUSTOMER)]
 

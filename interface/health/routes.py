@@ -1,6 +1,6 @@
 """Liveness (`GET /health/live`: the process serves) and readiness (`GET /health`: the event store's
-committer commits, see `application.store.commit_watch`; the database answers; and every projection keeps
-up with the event log, see `projections.status`)."""
+committer commits, see `application.store.group_commit.commit_watch`; the database answers; and every
+projection keeps up with the event log, see `projections.status`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
 from psycopg import Connection
 
-from application.store.group_commit import GroupCommitRecorder
 from interface.health.shapes import DatabaseServer, Health, ProjectionError, ProjectionHealth, StalledProblem
 from interface.http.problems import PROBLEM_JSON
 from projections import status
@@ -60,12 +59,12 @@ def health(state: State) -> Response[Health]:
     recorded failure or an unapplied event older than BROKER_LEDGER_PROJECTION_STALL_SECONDS (30 by
     default); else 503 `projection_stalled`."""
     ledger = state.runtime.ledger
-    if isinstance(ledger.recorder, GroupCommitRecorder) and (why := ledger.recorder.stalled()):
+    if why := ledger.committer_stalled():
         return _committer_stalled(why)
     threshold = state.runtime.environment.stall_seconds
     with state.pool.connection() as conn:
         database = database_server(conn)
-        head = ledger.recorder.max_notification_id() or 0
+        head = ledger.head()
         found = status.states(conn, state.projection_names, head, status.event_time(ledger))
     if not database.primary:
         return _unready(

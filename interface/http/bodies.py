@@ -44,7 +44,7 @@ from litestar import Request
 from litestar.exceptions import ClientException, ValidationException
 
 from domain.money import DIGITS_BEFORE_POINT, NUMBER_BOUNDS, within_bounds
-from interface.http.body_checks import content_problems
+from interface.http.body_checks import BodyChecks
 from interface.http.problems import RequestRefused
 from interface.http.shapes import documented_patterns
 from interface.http.text import refuse_unstorable_body
@@ -127,12 +127,12 @@ class StrictJsonRequest(Request):
     async def _with_content_problems(self, invalid: BodyInvalid, target: Any) -> BodyInvalid:
         """The schema's problems and those the content checks find in the fields that could be read, in
         one refusal (the checks may resolve a callback URL's host or read an account: off the event loop)."""
-        runtime = self.app.state.get("runtime")
+        checks: BodyChecks | None = self.app.state.get("body_checks")
         user = self.scope.get("user")
-        if runtime is None or user is None or invalid.readable is None:
+        if checks is None or user is None or invalid.readable is None:
             return invalid
         found = await anyio.to_thread.run_sync(
-            content_problems, target, runtime.use_cases, user.partner, invalid.readable, invalid.unread
+            checks.problems, target, user.partner, invalid.readable, invalid.unread
         )
         return BodyInvalid([*invalid.problems, *found]) if found else invalid
 

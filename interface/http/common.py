@@ -28,7 +28,7 @@ from application.reserves import Reserves
 from application.sells import Sells
 from application.settings import Settings
 from application.settlement import Settlement
-from application.store.unit_of_work import UnitOfWork
+from application.store.request_writes import RequestWrites
 from interface.http.auth import Principal
 from interface.http.idempotency import transaction_code_for
 from interface.http.problems import PROBLEM_JSON, TITLES
@@ -102,18 +102,18 @@ def principal(request: Request) -> Principal:
     return request.user
 
 
-def open_unit_of_work(scope: Scope, partner: str) -> UnitOfWork:
+def open_unit_of_work(scope: Scope, partner: str) -> RequestWrites:
     """The request's unit of work: the one a middleware before opened, or a new one, put in the scope's
     state for the middleware after and the route (`ReadYourWritesMiddleware` opens it, the
     `IdempotencyMiddleware` puts its key's claim on it)."""
     state = scope.setdefault("state", {})
     unit = state.get(UNIT_OF_WORK)
     if unit is None:
-        unit = state[UNIT_OF_WORK] = UnitOfWork(partner)
+        unit = state[UNIT_OF_WORK] = RequestWrites(partner)
     return unit
 
 
-def unit_of(request: Request) -> UnitOfWork | None:
+def unit_of(request: Request) -> RequestWrites | None:
     """The request's unit of work, which the route hands to the use case it calls: every save of the use
     case joins it. None for a request that writes nothing of a partner (a GET, a route without a token)."""
     state = request.scope.get("state")

@@ -38,7 +38,8 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 from psycopg_pool import ConnectionPool
 
-from application.store.database import IDLE_SECONDS, check_if_stale, note_use, tagged
+from application.store.database import IDLE_SECONDS, RECONNECT_SECONDS, check_if_stale, note_use, tagged
+from application.store.hung_servers import TrackedConnection
 from domain.errors import quoted_text
 from interface.http.problems import ApiProblem
 from interface.http.read_your_writes import ON_READ_SERVERS, ReadPools
@@ -137,6 +138,8 @@ def heavy_pool(database_url: str, connections: int, name: str = "heavy-reads") -
         open=True,
         timeout=3,
         max_idle=IDLE_SECONDS,
+        reconnect_timeout=RECONNECT_SECONDS,
+        connection_class=TrackedConnection,
         check=check_if_stale,
         reset=note_use,
     )

@@ -265,7 +265,7 @@ class IdempotencyStore:
 
     def claim_with_save(self, partner: str, key: str, fingerprint: bytes) -> tuple[str, tuple]:
         """The claim of `key` as a statement to ride with the request's first save (see
-        `UnitOfWork.ride_with_first_save`, `application.store.unit_of_work`): by the rules of `claim`, it
+        `RequestWrites.ride_with_first_save`, `application.store.request_writes`): by the rules of `claim`, it
         returns the claim's `created` if the key is now the request's, else the database refuses it, and
         the save with it."""
         return self._claim_or_raise, (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS)

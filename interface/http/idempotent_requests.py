@@ -35,14 +35,14 @@ from datetime import datetime
 
 import anyio.to_thread
 import psycopg
-from eventsourcing.persistence import PersistenceError
 from litestar.connection import ASGIConnection
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from psycopg_pool import PoolTimeout
 
-from application.store.unit_of_work import FirstSaveStatements
+from application.store.faults import PersistenceError
+from application.store.request_writes import FirstSaveStatements
 from interface.http.common import open_unit_of_work
 from interface.http.idempotency import (
     HEADER,

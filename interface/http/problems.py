@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 
 import psycopg
-from eventsourcing.persistence import InterfaceError, OperationalError
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from psycopg_pool import PoolTimeout
 
-from application.store.save_queue import CompanionRefused
+from application.store.faults import InterfaceError, OperationalError
+from application.store.request_writes import CompanionRefused
 from domain.errors import DomainError, Refusal
 from interface.http.shapes import Problem, documented_patterns
 

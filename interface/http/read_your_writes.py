@@ -1,16 +1,16 @@
 """Read-your-writes by position: a read waits only until the read models have passed its partner's last
 write, not for the whole event log.
 
-Around each POST and PUT of an authenticated partner, `ReadYourWritesMiddleware` opens the request's
-`UnitOfWork` (`application/store/unit_of_work.py`) in the ASGI scope's state (`open_unit_of_work`), where the
-route finds it (`unit_of`, both in `interface/http/common.py`) and hands it to the use case; the use case's
-saves raise its position to the last notification id they recorded. Before the answer leaves, that position
-is kept in `api.write_positions`, one row per partner, so every worker and replica sees it: by the group
-committer in the transaction of the events themselves (`WritePositions.kept_with_events`), or else by the
-middleware, in a statement of its own. Every read of a read model then waits, boundedly, until the read
-model has processed that position (`holds_write`, the one way the reads of transactions and of reserves
-wait); a partner that has written nothing waits for nothing, and an answer a read model cannot give
-completely yet is refused (`read_model_behind`).
+Around each POST and PUT of an authenticated partner, `ReadYourWritesMiddleware` opens the request's writes, a
+`RequestWrites` (`application/store/request_writes.py`), in the ASGI scope's state (`open_unit_of_work`),
+where the route finds it (`unit_of`, both in `interface/http/common.py`) and hands it to the use case; the use
+case's saves raise its position to the last notification id they recorded. Before the answer leaves, that
+position is kept in `api.write_positions`, one row per partner, so every worker and replica sees it: by the
+group committer in the transaction of the events themselves (`WritePositions.kept_with_events`), or else by
+the middleware, in a statement of its own. Every read of a read model then waits, boundedly, until the read
+model has processed that position (`holds_write`, the one way the reads of transactions and of reserves wait);
+a partner that has written nothing waits for nothing, and an answer a read model cannot give completely yet is
+refused (`read_model_behind`).
 
 With read servers (BROKER_LEDGER_READ_DATABASE_URL: PostgreSQL standbys), a read goes there first
 (`ReadPools`, `holding_last_write`). The partner's last write is still read on the primary: a standby that
@@ -34,7 +34,6 @@ from functools import partial
 from typing import Any
 
 import psycopg
-from eventsourcing.persistence import PersistenceError
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -42,6 +41,7 @@ from psycopg import Connection, sql
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
+from application.store.faults import PersistenceError
 from interface.http.common import open_unit_of_work
 from interface.http.problems import ApiProblem
 

@@ -1,7 +1,7 @@
 """`GET /reconciliation?from=&to=`: the caller's partner's reconciliation of a period, for its operator and
 auditors.
 
-The period's bounds are read as every instant of the API (`interface/instants.py`): RFC 3339 with an
+The period's bounds are read as every instant of the API (`interface/shared/instants.py`): RFC 3339 with an
 offset within the years 1 to 9999 in UTC, on the ledger's time base (an event's `at`), 400
 `malformed_request` otherwise; the period is (`from`, `to`], so the opening is the books as of `from` and
 the closing as of `to`. Like the reserves, the read first waits (at most 2 s) for the postings to hold the
@@ -33,8 +33,8 @@ from interface.http.problems import ApiProblem
 from interface.http.read_your_writes import ReadPools, WritePositions
 from interface.http.security import AUDITOR, OPERATOR, authorize, roles
 from interface.reconciliation import shapes as s
-from interface.reserves.reading import postings_holding_write
-from interface.transactions.lookups import moment_of
+from interface.shared.query_parameters import moment_of
+from interface.shared.reserve_reading import postings_holding_write
 from projections.reconciliation import (
     ChainReport,
     Period,

@@ -16,8 +16,9 @@ from interface.http.common import IdempotencyKey, ReservesDep, principal, proble
 from interface.http.heavy_reads import HEAVY_READ
 from interface.http.security import AUDITOR, BROKER, OPERATOR, authorize, roles
 from interface.reserves import shapes as s
-from interface.reserves.reading import ReserveReader
-from interface.transactions.lookups import moment, moment_of
+from interface.reserves.presenters import reserves_body
+from interface.shared.query_parameters import moment, moment_of
+from interface.shared.reserve_reading import ReserveReader
 
 
 class ReserveController(Controller):
@@ -46,7 +47,7 @@ class ReserveController(Controller):
         `asOf`)."""
         partner = principal(request).partner
         at = moment_of("asOf", as_of)
-        return reader.reserves(partner) if at is None else reader.reserves_at(partner, at)
+        return reserves_body(reader.settings, reader.positions(partner, at))
 
     @post(
         "/adjustments",

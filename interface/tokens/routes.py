@@ -13,7 +13,7 @@ from litestar.params import Body
 
 from interface.http.common import problems
 from interface.http.problems import ApiProblem, RequestRefused
-from interface.tokens.issuance import TokenIssuance
+from interface.shared.token_issuance import TokenIssuance
 from interface.tokens.shapes import Token, TokenForm
 
 FORM = RequestEncodingType.URL_ENCODED.value

@@ -1,2 +1,63 @@
 """Transactions over HTTP: buys, sells, the custodian flows (commit, payouts), reading them and their
-callbacks: routes, shapes, presenters and the mapping of a body to its command."""
+callbacks: routes, the shapes of their requests and the mapping of a body to its command (the transaction as
+every endpoint presents it is shared: `interface.shared.transaction_shapes`), and `FEATURE`, what the app
+lists of them (the list and lookups of transactions are heavy reads)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from application.request_checks import Draft
+from application.settings import Direction
+from application.use_cases import UseCases
+from domain import errors as e
+from interface.shared import transaction_shapes
+from interface.shared.feature import Feature
+from interface.shared.refusals import BUY, MOVE_ON, SELL
+from interface.transactions import callback_shapes, shapes
+from interface.transactions.buys import BrokerBuyController
+from interface.transactions.callbacks import TransactionCallbacksController
+from interface.transactions.custodian import CustodianTransactionController
+from interface.transactions.lookups import TransactionReadingController
+from interface.transactions.sells import BrokerSellController
+from interface.transactions.shapes import BrokerBuy, BrokerBuyCreate, BrokerSell
+
+
+def _broker_buy(
+    use_cases: UseCases, _: str, fields: Mapping[str, Any], unread: frozenset[str]
+) -> list[e.DomainError]:
+    return use_cases.desk.checks.problems(Draft.read(Direction.BUY, fields, unread))
+
+
+def _broker_sell(
+    use_cases: UseCases, _: str, fields: Mapping[str, Any], unread: frozenset[str]
+) -> list[e.DomainError]:
+    return use_cases.desk.checks.problems(Draft.read(Direction.SELL, fields, unread))
+
+
+FEATURE = Feature(
+    name="transactions",
+    route_handlers=[
+        BrokerBuyController,
+        BrokerSellController,
+        CustodianTransactionController,
+        TransactionCallbacksController,
+    ],
+    heavy_reads=[TransactionReadingController],
+    body_checks={BrokerBuy: _broker_buy, BrokerBuyCreate: _broker_buy, BrokerSell: _broker_sell},
+    problem_codes={
+        "simulateBrokerBuy": BUY,
+        "createBrokerBuy": BUY,
+        "simulateBrokerSell": SELL,
+        "createBrokerSell": SELL,
+        "commitTransaction": (*MOVE_ON, e.TransactionNotStaged),
+        "payout": MOVE_ON,
+        "confirmPayout": MOVE_ON,
+        "getTransaction": (e.TransactionNotFound,),
+        "getTransactionHistory": (e.TransactionNotFound,),
+        "listTransactionCallbacks": (e.TransactionNotFound,),
+    },
+    own_codes={"listTransactions": {429: ["heavy_reads_busy"], 503: ["read_model_behind"]}},
+    shapes=[shapes, callback_shapes, transaction_shapes],
+)

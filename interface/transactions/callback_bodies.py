@@ -8,8 +8,8 @@ import msgspec
 
 from application.settings import Settings
 from domain.transaction import Transaction
+from interface.shared import transaction_presenters as presenters
 from interface.transactions import callback_shapes as c
-from interface.transactions import presenters
 from projections.callbacks.delivery import EVENT_TYPE, Renderer
 from projections.callbacks.outbox import Delivery, DeliveryRecord
 

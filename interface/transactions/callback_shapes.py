@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from interface.http.shapes import Body, Timestamp
-from interface.transactions.shapes import Transaction
+from interface.shared.transaction_shapes import Transaction
 
 DeliveryStatus = Literal["pending", "delivered", "failed", "stopped"]
 AttemptOutcome = Literal["delivered", "failed", "stopped"]

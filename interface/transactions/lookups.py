@@ -12,9 +12,6 @@ from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 
 from application.history import History
-from domain.errors import quoted_text
-from domain.transaction import Status, TransactionType
-from interface import instants
 from interface.http.common import (
     HistoryDep,
     SettingsDep,
@@ -24,29 +21,17 @@ from interface.http.common import (
     version_header,
 )
 from interface.http.heavy_reads import HEAVY_READ
-from interface.http.problems import ApiProblem
 from interface.http.security import AUDITOR, BROKER, authorize, roles
-from interface.transactions import presenters
-from interface.transactions import shapes as r
-from interface.transactions.reading import Reader
+from interface.shared import transaction_presenters as presenters
+from interface.shared import transaction_shapes as r
+from interface.shared.query_parameters import STATUSES, TYPES, choice, moment, moment_of, one_of
+from interface.shared.transaction_reading import Reader
 from projections.queries import TransactionFilter
 
 ReaderDep = NamedDependency[Reader]
 TransactionCode = Annotated[str, code_parameter("the transaction's code")]
 MAX_PAGE_SIZE = 200
 MAX_PAGE = 1_000_000
-
-# the statuses a recorded transaction can have (a simulation is never recorded)
-STATUSES = tuple(status.value for status in Status if status != Status.SIMULATED)
-TYPES = tuple(kind.value for kind in TransactionType)
-
-
-def choice(name: str, values: tuple[str, ...]) -> QueryParameter:
-    return QueryParameter(name=name, required=False, schema_extra={"enum": list(values)})
-
-
-def moment(name: str, description: str) -> QueryParameter:
-    return QueryParameter(name=name, required=False, format="date-time", description=description)
 
 
 class TransactionReadingController(Controller):
@@ -134,31 +119,6 @@ def page_at(
         total=total,
         total_pages=math.ceil(total / page_size),
         records=[presenters.transaction(settings, tx).transaction for tx in transactions],
-    )
-
-
-def moment_of(name: str, value: str | None) -> datetime | None:
-    """The instant of the query parameter `name` (None when not given) by the one reading of instants
-    (`interface.instants`: RFC 3339 with an offset, within the years 1 to 9999 in UTC); 400
-    `malformed_request` naming the parameter and the form otherwise. Every `asOf`, `from` and `to` of the API
-    is read here."""
-    if value is None:
-        return None
-    try:
-        return instants.instant(name, value)
-    except instants.Unreadable as error:
-        raise malformed(name, value, error.expected) from None
-
-
-def one_of(name: str, value: str | None, values: tuple[str, ...]) -> str | None:
-    if value is not None and value not in values:
-        raise malformed(name, value, f"one of {', '.join(values)}")
-    return value
-
-
-def malformed(name: str, value: str, expected: str) -> ApiProblem:
-    return ApiProblem(
-        400, "malformed_request", f"query parameter {name}={quoted_text(value)} must be {expected}"
     )
 
 

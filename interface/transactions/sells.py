@@ -15,8 +15,8 @@ from interface.http.common import (
     version_header,
 )
 from interface.http.security import BROKER, authorize, roles
-from interface.transactions import presenters
-from interface.transactions import shapes as r
+from interface.shared import transaction_presenters as presenters
+from interface.shared import transaction_shapes as r
 from interface.transactions.shapes import BrokerSell, sell_request
 
 

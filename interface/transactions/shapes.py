@@ -1,5 +1,5 @@
-"""Bodies of buys, sells and payouts, and the transaction as every endpoint presents it (see contract-notes.md
-for every field), and how a body becomes its use case's command.
+"""Bodies of buys, sells and payouts, and how a body becomes its use case's command (the transaction as every
+endpoint presents it is `interface.shared.transaction_shapes`).
 
 From a request body to the command of its use case, by one declared mapping rather than a copy per field.
 
@@ -12,7 +12,6 @@ field the command does not have is a TypeError, not a value quietly lost (the te
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Annotated, Any, TypeVar
 
 import msgspec
@@ -29,7 +28,6 @@ from interface.http.shapes import (
     CustomerCode,
     Metadata,
     OptionalText,
-    Timestamp,
     example,
 )
 
@@ -86,82 +84,6 @@ class PayoutUpdate(Body):
 # Bodies that take exactly one of two fields (else 422 fiat_value_or_crypto_amount_required): the document
 # gives them as a oneOf of two schemas, one per field, so generated clients get a type for each.
 EXACTLY_ONE_OF = {"BrokerSell": ("fiatValue", "cryptoAmount")}
-
-
-class Amounts(Body):
-    crypto_amount: Decimal | None
-    fiat_value: Decimal | None
-    crypto_price: Decimal | None
-
-
-class Fees(Body):
-    partner_fee_fiat: Decimal
-    partner_fee_crypto: Decimal
-    bank_fee_fiat: Decimal
-    bank_fee_crypto: Decimal
-    network_fee_fiat: Decimal
-    network_fee_crypto: Decimal
-
-
-class BalanceMutation(Body):
-    crypto: Decimal
-    fiat: Decimal
-
-
-class Transaction(Body):
-    transaction_code: str
-    type: str
-    status: str
-    customer_code: str
-    account_code: str | None
-    crypto_code: str
-    currency_code: str
-    payment_method_code: str
-    destination_crypto_address: str | None
-    requested_amounts: Amounts
-    executed_amounts: Amounts
-    fees: Fees
-    balance_mutation: BalanceMutation
-    payment_reference: str | None
-    data: dict[str, str] | None
-    created: Timestamp
-    updated: Timestamp
-    valid_until: Timestamp | None = None
-    blockchain_transaction_id: str | None = None
-    confirmations: int | None = None
-
-
-class TransactionEnvelope(Body):
-    transaction: Transaction
-
-
-class TransactionPage(Body):
-    """One page of a partner's transactions, newest first."""
-
-    page: int
-    page_size: int
-    total: int
-    total_pages: int
-    records: list[Transaction]
-
-
-class TransactionEvent(Body):
-    """One event of a transaction: its version, kind, when it happened by the ledger's clock (the time that
-    `created` and `updated` show and that `asOf` compares with), and its fields."""
-
-    version: int
-    type: str
-    timestamp: Timestamp
-    data: dict[str, Any]
-
-
-class TransactionHistory(Body):
-    """Every event of a transaction up to `asOf` (all when absent), and the transaction as it stood then."""
-
-    transaction_code: str
-    as_of: Timestamp | None
-    transaction: Transaction
-    events: list[TransactionEvent]
 
 
 # --- from a body to its use case's command ---

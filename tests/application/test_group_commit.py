@@ -12,8 +12,9 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 from prometheus_client import REGISTRY
 
-from application.store.group_commit import GroupCommitRecorder, PendingSave
-from application.store.unit_of_work import UnitOfWork
+from application.store.group_commit.recorder import GroupCommitRecorder
+from application.store.group_commit.types import PendingSave
+from application.store.request_writes import RequestWrites
 from tests.application.notes import Note
 
 WRITERS = 16
@@ -31,7 +32,7 @@ def pending(app: Application[UUID], *aggregates: Aggregate, partner: str | None 
     """The save `app.save(*aggregates)` would hand to the committer (within a request of `partner`)."""
     assert isinstance(app.recorder, GroupCommitRecorder)
     events = [app.mapper.to_stored_event(e) for a in aggregates for e in a.collect_events()]
-    return PendingSave(events, UnitOfWork(partner) if partner else None)
+    return PendingSave(events, RequestWrites(partner) if partner else None)
 
 
 @pytest.fixture

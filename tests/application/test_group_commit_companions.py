@@ -13,11 +13,11 @@ import pytest
 from eventsourcing.application import Application
 from eventsourcing.persistence import OperationalError, RecordConflictError
 
-from application.store import group_commit
 from application.store.binary_arrays import TextArray
-from application.store.group_commit import GroupCommitRecorder
-from application.store.save_queue import CompanionRefused, PendingSave
-from application.store.unit_of_work import UnitOfWork
+from application.store.group_commit import recorder as group_commit
+from application.store.group_commit.recorder import GroupCommitRecorder
+from application.store.group_commit.types import PendingSave
+from application.store.request_writes import CompanionRefused, RequestWrites
 from tests.application.notes import Note
 
 
@@ -124,7 +124,7 @@ def test_a_companion_whose_committer_does_not_return_fails_within_the_wait_limit
 
 def test_statements_for_the_first_save_ride_with_it_and_only_with_it(notebook):
     first, second = Note("first"), Note("second")
-    unit = UnitOfWork("demo")
+    unit = RequestWrites("demo")
     holder = unit.ride_with_first_save([insert_words(notebook, "theta")])
     notebook.save(first, unit=unit)
     notebook.save(second, unit=unit)
@@ -151,7 +151,7 @@ def test_a_save_whose_statements_are_refused_writes_none_of_its_events(notebook)
 
 def test_a_save_refused_for_its_statements_fails_its_use_case_at_once(notebook):
     recorder_of(notebook).commit_batch([pending_companion(insert_words(notebook, "kappa"))])
-    unit = UnitOfWork("demo")
+    unit = RequestWrites("demo")
     holder = unit.ride_with_first_save([insert_words(notebook, "kappa")])
     with pytest.raises(CompanionRefused):
         notebook.save(Note("never written"), unit=unit)
@@ -165,7 +165,7 @@ def test_statements_of_a_save_that_lost_a_version_race_wait_for_the_next_save(no
     winner.amend("winner")
     notebook.save(winner)
     stale.amend("stale")
-    unit = UnitOfWork("demo")
+    unit = RequestWrites("demo")
     holder = unit.ride_with_first_save([insert_words(notebook, "lambda")])
     with pytest.raises(RecordConflictError):
         notebook.save(stale, unit=unit)

@@ -15,8 +15,9 @@ import pytest
 from eventsourcing.application import Application
 from eventsourcing.persistence import DataError, OperationalError, StoredEvent
 
-from application.store import group_commit
-from application.store.group_commit import GroupCommitRecorder, PendingSave
+from application.store.group_commit import recorder as group_commit
+from application.store.group_commit.recorder import GroupCommitRecorder
+from application.store.group_commit.types import PendingSave
 from tests.application.notes import Note
 
 SHORT_LOCK_TIMEOUT = 0.5

@@ -20,7 +20,8 @@ import pytest
 from eventsourcing.application import Application
 from eventsourcing.persistence import OperationalError
 
-from application.store import commit_watch, group_commit
+from application.store.group_commit import commit_watch
+from application.store.group_commit import recorder as group_commit
 from tests.application.notes import Note
 from tests.application.test_group_commit_faults import recorder_of, stored_texts, url_of
 from tests.projections.stall_support import eventually

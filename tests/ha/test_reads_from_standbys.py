@@ -31,7 +31,7 @@ from application.settings import load_settings
 from interface.app import Runtime
 from interface.cli.export import export
 from interface.environment import READ_DATABASE_URL_ENV
-from interface.transactions.reading import DEFAULT_WAIT_SECONDS
+from interface.shared.transaction_reading import DEFAULT_WAIT_SECONDS
 from tests.e2e.support import (
     AddressSource,
     Api,

@@ -1,8 +1,9 @@
 """The ends of the calendar (issue 35): every instant and day the API and the console take is read by the one
-reading (`interface.instants`), so a value whose UTC time leaves the years 1 to 9999, or whose use would (a
-period's last day 9999-12-31, whose end is in the year 10000), or which is not of the documented form, is a
-400 naming the parameter and the form, never a 500; and the first and last instants and days that can be
-counted with are answered like any other. Over HTTP on the real app in-process, its projections running."""
+reading (`interface.shared.instants`), so a value whose UTC time leaves the years 1 to 9999, or whose use
+would (a period's last day 9999-12-31, whose end is in the year 10000), or which is not of the documented
+form, is a 400 naming the parameter and the form, never a 500; and the first and last instants and days
+that can be counted with are answered like any other. Over HTTP on the real app in-process, its projections
+running."""
 
 from __future__ import annotations
 

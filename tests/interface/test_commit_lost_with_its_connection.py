@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from application.store.group_commit import GroupCommitRecorder
+from application.store.group_commit.recorder import GroupCommitRecorder
 from interface.http import idempotency, idempotent_requests
 from tests.e2e.support import PROBLEM_JSON, AddressSource, active_customer, api_client, buy_body
 from tests.in_process import AppTransport, InProcessClient, in_process_app

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import httpx
 from psycopg import sql
 
-from application.store import group_commit
+from application.store.group_commit import recorder as group_commit
 from application.store.log import EVENTS_SCHEMA
 from tests.databases import table_locked
 from tests.in_process import AppTransport, InProcessClient, in_process_app

@@ -11,9 +11,9 @@ request went down through it and came back up into it. The answer's way out thro
 call back: an ASGI `send` callable (a function of one parameter, `message`) wrapped by an inner middleware
 calls the outer one's by the protocol's design; those are counted apart and printed.
 
-The test prints both, so that every run shows where a buy goes, and holds the figures as a ceiling: a change
-that makes a buy pass more modules fails here and must say why, and no change may make it call back. Issue 27
-asked for at most 25 modules; docs/architecture.md ("The path of a buy") says what the 44 are."""
+The test prints both, so that every run shows where a buy goes, and fails on any call back. It sets no
+ceiling on the number of modules (issue 38 withdrew issue 27's: a count of modules counts concerns, not
+tangles); docs/architecture.md ("The path of a buy") says what they are."""
 
 from __future__ import annotations
 
@@ -37,9 +37,7 @@ from tests.interface.conftest import AddressSource
 OURS = ("domain.", "application.", "interface.", "projections.")
 ENTRY = "interface.http.observability"  # the app's own entry: every request starts there
 REQUEST_THREADS = ("use-case", "group-commit")  # the use cases' threads and the group committer
-# 51 before issue 27's changes, the access log's formatter (`application.logs`) included
-MODULES_AT_MOST = 44
-# 7 pairs before: the store ran the use case again; bodies checked text in a middleware
+# 7 pairs before issue 27: the store ran the use case again; bodies checked text in a middleware
 CALL_BACKS_AT_MOST = 0
 
 
@@ -150,7 +148,7 @@ def buy_body(client: TestClient, headers: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def test_a_created_buy_passes_no_more_modules_and_calls_back_no_more_than_it_did(
+def test_a_created_buy_prints_the_modules_it_passes_and_calls_back_into_none(
     client: InProcessClient, trace: BuyTrace
 ) -> None:
     headers = client.headers_of("demo-broker")
@@ -174,5 +172,5 @@ def test_a_created_buy_passes_no_more_modules_and_calls_back_no_more_than_it_did
     for caller, callee in sorted(trace.call_backs):
         print(f"  {caller} -> {callee}")
     print(f"the answer goes out through the send wrappers {', '.join(sorted(trace.answer_wrappers))}")
-    assert len(trace.modules) <= MODULES_AT_MOST
+    assert trace.modules, "the trace saw none of our modules: the profiler was not installed"
     assert len(trace.call_backs) <= CALL_BACKS_AT_MOST

@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from interface.transactions.reading import Reader
+from interface.shared.transaction_reading import Reader
 from tests.databases import kept_position
 
 

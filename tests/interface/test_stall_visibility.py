@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from interface.transactions import presenters
-from interface.transactions.reading import Reader
+from interface.shared import transaction_presenters as presenters
+from interface.shared.transaction_reading import Reader
 from projections.queries import find_transaction
 from tests.e2e.support import ENCODER, PROBLEM_JSON, AddressSource, Customer, buy_body, unique_code
 from tests.in_process import InProcessClient, in_process_app

@@ -7,7 +7,7 @@ import uuid
 
 import psycopg
 
-from application.store.unit_of_work import UnitOfWork
+from application.store.request_writes import RequestWrites
 from tests.databases import kept_position
 
 
@@ -17,7 +17,7 @@ def new_code() -> str:
 
 def test_a_partners_write_position_is_kept_with_its_events(client, database_url):
     use_cases = client.app.state.runtime.use_cases
-    written = UnitOfWork("demo")
+    written = RequestWrites("demo")
     use_cases.customers.register_customer("demo", new_code(), "Basic", unit=written)
     assert written.position > 0
     assert written.kept == written.position
@@ -27,7 +27,7 @@ def test_a_partners_write_position_is_kept_with_its_events(client, database_url)
 
 def test_a_kept_position_never_goes_back(client, database_url):
     use_cases = client.app.state.runtime.use_cases
-    first, later = UnitOfWork("other"), UnitOfWork("demo")
+    first, later = RequestWrites("other"), RequestWrites("demo")
     use_cases.customers.register_customer("other", new_code(), "Basic", unit=first)
     use_cases.customers.register_customer("demo", new_code(), "Basic", unit=later)
     assert later.position > first.position
@@ -37,7 +37,7 @@ def test_a_kept_position_never_goes_back(client, database_url):
 
 def test_a_write_without_a_partner_is_left_for_the_interface_to_keep(client):
     use_cases = client.app.state.runtime.use_cases
-    written = UnitOfWork()
+    written = RequestWrites()
     use_cases.customers.register_customer("demo", new_code(), "Basic", unit=written)
     assert written.position > 0
     assert written.kept == 0

@@ -12,7 +12,7 @@ from bench.history import Scenario
 from domain.account import Account
 from domain.customer import Customer
 from domain.transaction import Status, Transaction
-from interface.transactions import presenters
+from interface.shared import transaction_presenters as presenters
 from projections.read_models import ReadModelsProjection
 from projections.runner import APPLICATION, replay
 from tests.projections.scenario import READ_MODELS, populate

@@ -1,7 +1,7 @@
-"""Property tests of the one reading of instants and days (`interface.instants`, issue 35): instants over the
-whole calendar with every offset, and texts built of right and wrong parts, against a model of the documented
-forms. A value is accepted exactly when its form is documented and its UTC time is within the years 1 to
-9999; an accepted one reads back as itself; nothing but `Unreadable` is ever raised (never an
+"""Property tests of the one reading of instants and days (`interface.shared.instants`, issue 35): instants
+over the whole calendar with every offset, and texts built of right and wrong parts, against a model of the
+documented forms. A value is accepted exactly when its form is documented and its UTC time is within the
+years 1 to 9999; an accepted one reads back as itself; nothing but `Unreadable` is ever raised (never an
 OverflowError, so never a 500); and what the console and the limits compute from what was read (a period's
 days and their ends, a limit window's day and month) never overflows either."""
 
@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.limits import PERIODS, period_key
-from interface import instants
 from interface.console.periods import end_of, period_of, start_of
 from interface.http.problems import ApiProblem
+from interface.shared import instants
 
 FAST = settings(max_examples=400, deadline=None)
 MICROSECONDS = 86_400 * 10**6

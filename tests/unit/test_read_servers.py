@@ -21,7 +21,7 @@ from interface.cli.export import read_url as export_url
 from interface.environment import Environment
 from interface.http.problems import ApiProblem
 from interface.http.read_your_writes import ReadPools, TrackedView, holding_last_write
-from interface.transactions.reading import Reader
+from interface.shared.transaction_reading import Reader
 
 WAIT = 0.2  # seconds: the tests' bound of a read's wait
 

@@ -15,7 +15,7 @@ from bench.clock import FakeClock
 from interface.http.auth import FailedAttempts, TokenService
 from interface.http.problems import ApiProblem
 from interface.http.settings import TokenSettings, load_service_settings
-from interface.tokens.issuance import TokenIssuance
+from interface.shared.token_issuance import TokenIssuance
 
 ADDRESS = "10.0.0.1"
 

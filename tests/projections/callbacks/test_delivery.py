@@ -11,7 +11,7 @@ import pytest
 
 from application.ledger import Ledger
 from application.use_cases import UseCases
-from interface.transactions import presenters
+from interface.shared import transaction_presenters as presenters
 from interface.transactions.callback_bodies import ENCODER
 from projections.callbacks.delivery import DeliveryConfig
 from projections.callbacks.outbox import DeliveryStore

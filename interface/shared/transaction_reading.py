@@ -34,8 +34,8 @@ from interface.http.read_your_writes import (
     read_model_behind,
     served_by_the_primary,
 )
-from interface.transactions import presenters
-from interface.transactions import shapes as r
+from interface.shared import transaction_presenters as presenters
+from interface.shared import transaction_shapes as r
 from projections import status
 from projections.catalog import READ_MODELS
 from projections.queries import (

@@ -1,13 +1,14 @@
 """What the group committer (`application.store.group_commit`) does with a batch whose connection failed.
 
-The batch may or may not have committed: COMMIT may have reached the server before the connection was lost,
-or before the watch interrupted a batch that overran its deadline (`application.store.commit_watch`). The
-events it sent are read back on another connection: the saves found there, byte for byte, succeed with their
-notification ids; the others fail with the connection's error (and are tried once more by their request). So
-a landed save is never retried into a version conflict (a 409 for a write that happened). Only if the read
-back itself fails does a save fail as *ambiguous*, and it is not retried. A companion's statements cannot be
-read back: it fails as one that may have run. A batch that surely did not commit (no connection was had, or
-the server refused a statement before COMMIT) fails without a read back.
+The batch may or may not have committed: COMMIT may have reached the server before the connection was lost, or
+before the watch interrupted a batch that overran its deadline
+(`application.store.group_commit.commit_watch`). The events it sent are read back on another connection: the
+saves found there, byte for byte, succeed with their notification ids; the others fail with the connection's
+error (and are tried once more by their request). So a landed save is never retried into a version conflict (a
+409 for a write that happened). Only if the read back itself fails does a save fail as *ambiguous*, and it is
+not retried. A companion's statements cannot be read back: it fails as one that may have run. A batch that
+surely did not commit (no connection was had, or the server refused a statement before COMMIT) fails without a
+read back.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from eventsourcing.persistence import InterfaceError, OperationalError
 from eventsourcing.postgres import PostgresDatastore
 from psycopg_pool import PoolTimeout
 
-from application.store.commit_watch import CommitWatch
+from application.store.group_commit.commit_watch import CommitWatch
+from application.store.group_commit.types import PendingSave
 from application.store.read_ahead import REFUSED_BEFORE_COMMIT
-from application.store.save_queue import PendingSave
 
 READ_BACK_ATTEMPTS = (0.0, 0.2, 1.0)  # delays before each try at reading back a batch after a fault
 Found = dict[tuple[UUID, int, bytes], int]  # notification ids by (originator id, version, state)

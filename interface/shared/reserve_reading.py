@@ -1,4 +1,5 @@
-"""The reading use case of GET /reserves: the caller's partner's own reserves, read after its writes.
+"""The reserves and postings of the caller's partner, read after its writes: GET /reserves, the reconciliation
+and the console's charts and timelines read them here.
 
 Reserves are each partner's own book: a partner is shown its own reserves only, with what its own trades
 locked or moved and its own operator's adjustments, never another partner's (`read_positions` of the
@@ -6,9 +7,9 @@ partner).
 
 A read first waits until the `Postings` view has processed the partner's last write (its position, kept by
 `interface/http/read_your_writes.py`), at most `WAIT_SECONDS`, or not at all when the projection has a
-recorded
-failure; a view still behind that write is not served as if it were complete: 503 `read_model_behind` with
-`Retry-After`, as for a list of transactions. With `asOf` (`reserves_at`), the same wait, then the
+recorded failure; a view still behind that write is not served as if it were complete: 503
+`read_model_behind` with `Retry-After`, as for a list of transactions. With `asOf` (`positions` at an
+instant), the same wait, then the
 reserves as the ledger held them at that instant, summed from the postings of the events up to it
 (`read_positions_at`). Every configured asset has the partner's built-in reserves (the
 hot wallet for cryptos, the bank for currencies) even before anything was posted to them; amounts are shown
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -31,7 +32,6 @@ from application.settings import Settings
 from domain.money import WIDE
 from domain.reserves import BANK, HOT_WALLET
 from interface.http.read_your_writes import ReadPools, TrackedView, WritePositions, holding_last_write
-from interface.reserves import shapes as s
 from projections import status
 from projections.ledger_postings import PostingsProjection
 from projections.queries import transaction_postings
@@ -68,14 +68,6 @@ class ReserveReader:
 
     def _pools(self, heavy: bool) -> ReadPools:
         return self.heavy_pools if heavy and self.heavy_pools is not None else self.pools
-
-    def reserves(self, partner: str) -> s.Reserves:
-        """The partner's reserves once the Postings view has its last write (or the wait ran out)."""
-        return reserves_body(self.settings, self.positions(partner))
-
-    def reserves_at(self, partner: str, at: datetime) -> s.Reserves:
-        """The partner's reserves as they stood at `at` (`asOf`), read after its last write."""
-        return reserves_body(self.settings, self.positions(partner, at))
 
     def positions(self, partner: str, at: datetime | None = None) -> list[ReservePosition]:
         """The partner's positions now, or at `at`, read after its last write (503 while the view lags)."""
@@ -117,14 +109,6 @@ def postings_holding_write(
     return holding_last_write(pools, written, partner, wait_seconds, POSTINGS, answer)
 
 
-def reserves_body(settings: Settings, positions: list[ReservePosition]) -> s.Reserves:
-    items = [(p.code in settings.cryptos, reserve_body(settings, p)) for p in positions]
-    return s.Reserves(
-        crypto_reserves=[item for crypto, item in items if crypto],
-        currency_reserves=[item for crypto, item in items if not crypto],
-    )
-
-
 def shown_amount(settings: Settings, code: str, amount: Decimal) -> Decimal:
     """An amount of asset `code` at the asset's places (as it is, for an asset no longer configured)."""
     if code in settings.cryptos:
@@ -134,19 +118,3 @@ def shown_amount(settings: Settings, code: str, amount: Decimal) -> Decimal:
     else:
         return amount
     return amount.quantize(quantum, context=WIDE)
-
-
-def reserve_body(settings: Settings, position: ReservePosition) -> s.Reserve:
-    def shown(amount: Decimal) -> Decimal:
-        return shown_amount(settings, position.code, amount)
-
-    return s.Reserve(
-        name=position.name,
-        type=position.type,
-        code=position.code,
-        total=shown(position.total),
-        locked=shown(position.locked),
-        available=shown(position.available),
-        unconfirmed=shown(position.unconfirmed),
-        updated=None if position.updated is None else position.updated.astimezone(UTC),
-    )

@@ -1,7 +1,9 @@
-"""`UnitOfWork`: one request's work on the event store, opened by the interface and joined by the store.
+"""`RequestWrites`: what one request writes through the event store, opened by the interface and joined by the
+store. It is no unit of work in the usual sense (no transaction boundary: each save of the request commits on
+its own); it carries what must follow the request's saves.
 
 The interface opens one around each write of an authenticated partner (`interface.http.read_your_writes`)
-and hands it to the use case, which passes it to every save it makes (`LedgerStore.save(..., unit=unit)`);
+and hands it to the use case, which passes it to every save it makes (`LedgerStore.save(..., unit=writes)`);
 the group committer (`application.store.group_commit`) takes it with the save's events. It carries:
 - whose request it is (`partner`);
 - how far the event log went with the request's writes (`position`, for read-your-writes: a later read of the
@@ -13,18 +15,36 @@ the group committer (`application.store.group_commit`) takes it with the save's 
 - statements that ride with the request's first save (`ride_with_first_save`: an Idempotency-Key's claim).
   They are written in that save's transaction, so the save's events and the statements commit together or
   not at all; a save that lost a version race leaves them for the rerun's save, and a save the database
-  refused for them fails with `CompanionRefused` (see `application.store.save_queue`).
+  refused for them fails with `CompanionRefused`.
 
-A use case run without a request (the expiry sweeper, the command line, tests) passes no unit: its writes are
+A use case run without a request (the expiry sweeper, the command line, tests) passes none: its writes are
 tracked by nobody and carry no statements.
+
+The statements that ride in the committer's transactions (`Statement`, their `Rows`, `CompanionRefused`) are
+named here, with the request that hands them over, so that this module imports nothing of ours and the group
+commit (`application.store.group_commit`) depends on it, not the other way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from application.store.save_queue import CompanionRefused, PendingSave, Rows, Statement
+Statement = tuple[str, Sequence[Any]]  # SQL text and its parameters (sent in binary)
+Rows = list[tuple[Any, ...]]
+
+
+class CompanionRefused(Exception):
+    """The database refused the statements that rode with a save (its `__cause__`, psycopg's error): the
+    save's events were not written either."""
+
+
+class SettledSave(Protocol):
+    """What a save that carried a request's first-save statements tells of them once settled (the group
+    committer's `PendingSave`)."""
+
+    error: BaseException | None
+    rows: list[Rows]
 
 
 class FirstSaveStatements:
@@ -44,7 +64,7 @@ class FirstSaveStatements:
     def settled(self) -> bool:
         return self.rows is not None or self.refused is not None or self.unknown
 
-    def after(self, save: PendingSave) -> None:
+    def after(self, save: SettledSave) -> None:
         """Notes the outcome of a save that carried the statements. A save that succeeded without their rows
         (read back after a connection fault: its events were found, so its statements committed with them,
         but what they returned is not known) settles them as `unknown`: they ride with no later save."""
@@ -56,9 +76,10 @@ class FirstSaveStatements:
             self.refused = save.error
 
 
-class UnitOfWork:
-    """One request of `partner` on the event store: its write position and the statements riding with its
-    first save (see the module docstring). `partner` None: the position is tracked but kept by nobody."""
+class RequestWrites:
+    """The writes of one request of `partner` through the event store: its write position and the statements
+    riding with its first save (see the module docstring). `partner` None: the position is tracked but kept
+    by nobody."""
 
     __slots__ = ("first_save", "kept", "partner", "position")
 
@@ -86,9 +107,9 @@ class UnitOfWork:
         if last > self.position:
             self.position = last
 
-    def note_written_beside(self, other: UnitOfWork) -> None:
-        """Raises the position to what `other`, a unit of the same request's partner that carried none of
-        its riding statements, wrote: so a later read of the partner waits for that write too."""
+    def note_written_beside(self, other: RequestWrites) -> None:
+        """Raises the position to what `other`, the writes of the same request's partner that carried none
+        of its riding statements, wrote: so a later read of the partner waits for that write too."""
         if other.position > self.position:
             self.position = other.position
 

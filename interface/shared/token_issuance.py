@@ -1,4 +1,5 @@
-"""POST /connect/token's use case: a client's secret checked, its failed attempts counted, a token issued.
+"""POST /connect/token's use case, which the console's sign-in shares: a client's secret checked, its failed
+attempts counted, a token issued.
 
 Refusals are the API's problems: 401 `invalid_client` for an unknown client or a wrong secret, 429
 `too_many_failed_attempts` while the client id or the address has failed too often, 429

@@ -31,8 +31,6 @@ committer that does not take them.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -42,6 +40,8 @@ from typing import Any
 
 import psycopg
 from prometheus_client import Counter
+
+from application.store.hung_servers import shut_down
 
 INTERRUPTED = Counter(
     "broker_ledger_group_commit_interruptions",
@@ -115,21 +115,7 @@ def interrupt(connection: psycopg.Connection[Any], why: str) -> None:
     is left to its owner to close); never with a cancel request (see the module docstring)."""
     log.warning("interrupting the group committer's connection: %s", why)
     INTERRUPTED.inc()
-    try:
-        descriptor = os.dup(connection.fileno())
-    except (psycopg.Error, OSError):  # closed meanwhile: nothing waits on it any more
-        return
-    try:
-        duplicate = socket.socket(fileno=descriptor)
-    except OSError as error:
-        os.close(descriptor)
-        log.warning("could not shut the group committer's connection down: %s", error)
-        return
-    with duplicate:  # closing the duplicate leaves the connection's own descriptor open
-        try:
-            duplicate.shutdown(socket.SHUT_RDWR)
-        except OSError as error:
-            log.warning("could not shut the group committer's connection down: %s", error)
+    shut_down(connection)
 
 
 class CommitProgress:

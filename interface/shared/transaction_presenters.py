@@ -1,4 +1,6 @@
-"""From domain objects to response bodies. Amounts stay Decimal; fiat is shown at its minor unit."""
+"""From a transaction (its aggregate, a read model's row, an order, its events) to the transaction as every
+endpoint presents it (`interface.shared.transaction_shapes`). Amounts stay Decimal; fiat is shown at its minor
+unit."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from domain.transaction_view import (
     stored_view,
     transaction_view,
 )
-from interface.transactions import shapes as r
+from interface.shared import transaction_shapes as r
 
 
 def transaction(settings: Settings, tx: Transaction) -> r.TransactionEnvelope:

@@ -1,5 +1,5 @@
-"""A request's unit of work and a use case's read-ahead are objects handed from hand to hand, not context
-variables: what each promises, in memory."""
+"""A request's writes (`RequestWrites`) and a use case's read-ahead are objects handed from hand to hand, not
+context variables: what each promises, in memory."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from types import SimpleNamespace
 from typing import Any
 
 from application.store.aggregates import ReadAhead
-from application.store.save_queue import CompanionRefused, PendingSave
-from application.store.unit_of_work import UnitOfWork
+from application.store.group_commit.types import PendingSave
+from application.store.request_writes import CompanionRefused, RequestWrites
 
 ROOT = Path(__file__).resolve().parents[2]
 CLAIM = ("SELECT claim()", ())
 
 
 def recorded(*notification_ids: int) -> list[Any]:
-    """Recordings as eventsourcing's save returns them, with only what a unit of work reads."""
+    """Recordings as eventsourcing's save returns them, with only what a request's writes read."""
     return [SimpleNamespace(notification=SimpleNamespace(id=i)) for i in notification_ids]
 
 
@@ -31,8 +31,8 @@ def test_no_context_variable_carries_a_requests_work() -> None:
     assert found == []
 
 
-def test_a_units_position_rises_to_its_last_recording_and_never_goes_back() -> None:
-    unit = UnitOfWork("demo")
+def test_a_requests_write_position_rises_to_its_last_recording_and_never_goes_back() -> None:
+    unit = RequestWrites("demo")
     unit.note_recorded(recorded(7, 9, 8))
     unit.note_recorded(recorded(5))
     unit.note_recorded([])
@@ -43,7 +43,7 @@ def test_a_units_position_rises_to_its_last_recording_and_never_goes_back() -> N
 
 
 def test_statements_wait_for_the_first_save_until_one_commits_them() -> None:
-    unit = UnitOfWork("demo")
+    unit = RequestWrites("demo")
     assert unit.statements_for_next_save() is None
     claim = unit.ride_with_first_save([CLAIM])
     lost = PendingSave((), unit, statements=claim.statements)
@@ -58,7 +58,7 @@ def test_statements_wait_for_the_first_save_until_one_commits_them() -> None:
 
 
 def test_statements_of_a_save_found_committed_after_a_lost_connection_are_settled_as_unknown() -> None:
-    unit = UnitOfWork("demo")
+    unit = RequestWrites("demo")
     claim = unit.ride_with_first_save([CLAIM])
     read_back = PendingSave((), unit, statements=claim.statements)
     read_back.succeed([12])  # its events were found; the statements' rows were lost with the connection
@@ -68,7 +68,7 @@ def test_statements_of_a_save_found_committed_after_a_lost_connection_are_settle
 
 
 def test_statements_refused_with_a_save_ride_with_no_other() -> None:
-    unit = UnitOfWork("demo")
+    unit = RequestWrites("demo")
     claim = unit.ride_with_first_save([CLAIM])
     refused = PendingSave((), unit, statements=claim.statements)
     refused.fail(CompanionRefused("the key is another request's"))
@@ -77,9 +77,9 @@ def test_statements_refused_with_a_save_ride_with_no_other() -> None:
     assert unit.statements_for_next_save() is None
 
 
-def test_a_save_keeps_the_position_of_a_partners_unit_only() -> None:
-    assert PendingSave((), UnitOfWork("demo")).unit is not None
-    assert PendingSave((), UnitOfWork()).unit is None
+def test_a_save_keeps_the_position_of_a_partners_request_only() -> None:
+    assert PendingSave((), RequestWrites("demo")).unit is not None
+    assert PendingSave((), RequestWrites()).unit is None
     assert PendingSave(()).unit is None
 
 
