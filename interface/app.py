@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -66,6 +66,8 @@ from interface.http.request_head import StorableTextMiddleware
 from interface.http.security import UNAUTHENTICATED_PATHS, BearerAuthentication
 from interface.http.settings import ApiSettings, load_service_settings
 from interface.shared.feature import Feature
+from interface.shared.reserve_reading import ReserveReader
+from interface.shared.token_issuance import TokenIssuance
 from interface.shared.transaction_reading import Reader
 from interface.transactions.callback_bodies import renderer
 from projections.callbacks.service import Callbacks
@@ -98,17 +100,41 @@ class Runtime:
     write_positions: WritePositions
     environment: Environment  # what the process was started with, read once (`interface.environment`)
     console_sessions: ConsoleSessions  # the console's sessions, recorded in the API's schema
+    failed_attempts: FailedAttempts  # of the token endpoint and the console's sign-in, in this process
+    issuance: TokenIssuance  # a secret checked, a token issued: the token endpoint's and the console's
+    body_checks: BodyChecks  # every feature's bodies' content checks, on the use cases
+    heavy_reads: HeavyReads  # a partner's heavy reads at once
+    heavy_pools: ReadPools  # the heavy reads' connections, never the API's
+    reserve_reader: ReserveReader  # the reserves and postings after the caller's writes
+    callbacks: Callbacks  # the callbacks' deliveries and their worker
+    sweeper: ExpirySweeper  # lapses overdue transactions
+    workers: list[ProjectionWorker]  # the projections this process runs (none with them off)
     read_url: str | None = None  # the read servers' (BROKER_LEDGER_READ_DATABASE_URL); None: the primary
     read_pool: ConnectionPool | None = None  # the API pool's counterpart there, for the reserves
 
     @property
-    def read_pools(self) -> ReadPools:
-        """The reserves' connections: the read servers' first when set, then the API's pool."""
-        return ReadPools(self.pool, self.read_pool)
+    def projection_names(self) -> tuple[str, ...]:
+        """Every projection's name, whether this process runs it or not (health, metrics, the console)."""
+        return tuple(spec.name for spec in PROJECTIONS)
 
     async def open(self) -> None:
         """Opens what lives on the server's event loop: the idempotency keys' async pool."""
         await self.idempotency.async_pool.open()
+
+    def on_startup(self) -> list[Callable[[], Any]]:
+        """What the app starts, in order: the async pool, the sweeper, the callbacks, the projections."""
+        workers = [worker.start for worker in self.workers]
+        return [self.open, self.sweeper.start, self.callbacks.start, *workers]
+
+    def on_shutdown(self) -> list[Callable[[], Any]]:
+        """What the app stops, in order: the callbacks, the projections, the sweeper, then the connections."""
+        return [
+            self.callbacks.stop,
+            partial(stop_all, self.workers),
+            self.sweeper.stop,
+            self.aclose,
+            partial(self.heavy_pools.close, 5.0),  # (litestar would hand a bare `close` the app)
+        ]
 
     def close(self) -> None:
         self.ledger.close()
@@ -193,22 +219,48 @@ def build_runtime(
     console_records.create_table()
     write_positions.kept_with_events(ledger)  # no statement of its own per write
     read_url = environment.read_servers_url
+    read_pool = None if read_url is None else api_pool(read_url, sizes.api, f"{ON_READ_SERVERS} api")
+    tokens = TokenService(loaded.api.tokens, credentials.signing_key, clock)
+    failed_attempts = FailedAttempts()
+    issuance = TokenIssuance(credentials, tokens, failed_attempts)
+    heavy = loaded.api.heavy_reads
+    heavy_connections = heavy_pools(url, read_url, sizes.heavy_reads)  # never the API's
+    callbacks = Callbacks(
+        pool,
+        url,
+        credentials.callback_secret,
+        renderer(settings),
+        settings.callback_http_hosts,
+        config=environment.delivery,
+    )
     return Runtime(
         settings=settings,
         api_settings=loaded.api,
         ledger=ledger,
         use_cases=use_cases,
         credentials=credentials,
-        tokens=TokenService(loaded.api.tokens, credentials.signing_key, clock),
+        tokens=tokens,
         idempotency=idempotency,
         pool=pool,
         database_url=url,
         reader=read_models_reader(ledger, url, read_url, sizes.read_models, write_positions),
         write_positions=write_positions,
         environment=environment,
-        console_sessions=ConsoleSessions(console_records, environment.console_address),
+        console_sessions=ConsoleSessions(console_records, environment.console_address, issuance),
+        failed_attempts=failed_attempts,
+        issuance=issuance,
+        body_checks=body_checks(use_cases, FEATURES),
+        heavy_reads=HeavyReads(heavy.per_partner, heavy.wait_seconds),
+        heavy_pools=heavy_connections,
+        # the reserves now on the read servers' pool first when set, then the API's
+        reserve_reader=ReserveReader(
+            settings, ReadPools(pool, read_pool), write_positions, heavy_pools=heavy_connections
+        ),
+        callbacks=callbacks,
+        sweeper=ExpirySweeper(ledger, use_cases.settlement, environment.expiry_sweep_seconds),
+        workers=projection_workers(environment, url),
         read_url=read_url,
-        read_pool=None if read_url is None else api_pool(read_url, sizes.api, f"{ON_READ_SERVERS} api"),
+        read_pool=read_pool,
     )
 
 
@@ -245,13 +297,12 @@ def read_models_reader(
     return Reader(ledger, standby, positions, primary=primary)
 
 
-def projection_workers(runtime: Runtime) -> list[ProjectionWorker]:
+def projection_workers(environment: Environment, database_url: str) -> list[ProjectionWorker]:
     """The worker running every projection whose lock this process holds; none when
     BROKER_LEDGER_PROJECTIONS=off (`serve --no-projections`, with `projections run` elsewhere)."""
-    environment = runtime.environment
     if not environment.run_projections:
         return []
-    return [ProjectionWorker(runtime.database_url, PROJECTIONS, page=environment.projection_page)]
+    return [ProjectionWorker(database_url, PROJECTIONS, page=environment.projection_page)]
 
 
 async def use_case_threads() -> None:
@@ -265,8 +316,10 @@ async def use_case_threads() -> None:
 
 def dependencies(runtime: Runtime) -> dict[str, Provide]:
     """What the routes are handed by name (`interface.http.common`): each feature's use cases, the ledger's
-    settings and clock, the reader of the read models and the console's sessions; all built once, but the
-    order desk, new for each request (it checks a requested callback URL once for the request)."""
+    settings and clock, the readers of the read models, the token issuance, the callbacks' deliveries, the
+    heavy reads, what health and metrics read and the console's sessions; all built once (`build_runtime`),
+    but the order desk, new for each request (it checks a requested callback URL once for the request).
+    This is the one way a route is given anything: no module but this one reads the app's state."""
     use_cases = runtime.use_cases
 
     def new_desk() -> OrderDesk:
@@ -285,6 +338,18 @@ def dependencies(runtime: Runtime) -> dict[str, Provide]:
         "reserves": use_cases.reserves,
         "history": use_cases.history,
         "sessions": runtime.console_sessions,  # the console's pages
+        "issuance": runtime.issuance,
+        "reserve_reader": runtime.reserve_reader,
+        "deliveries": runtime.callbacks.store,
+        "heavy_reads": runtime.heavy_reads,
+        "heavy_pools": runtime.heavy_pools,
+        "write_positions": runtime.write_positions,
+        "ledger": runtime.ledger,  # health and the console's system page: the committer, the log's head
+        "api_pool": runtime.pool,
+        "projection_names": runtime.projection_names,
+        "stall_seconds": runtime.environment.stall_seconds,
+        "metrics_dir": runtime.environment.metrics_dir,
+        "pools": runtime.pools,
     }
     return {
         **{name: _provided(value) for name, value in once.items()},
@@ -305,21 +370,6 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
     """The HTTP application. Without a runtime (as a server worker's factory) it wires one itself, from
     `environment` (read then when not given)."""
     runtime = runtime or build_runtime(environment=environment)
-    settlement = runtime.use_cases.settlement
-    sweeper = ExpirySweeper(runtime.ledger, settlement, runtime.environment.expiry_sweep_seconds)
-    workers = projection_workers(runtime)
-    heavy = runtime.api_settings.heavy_reads
-    heavy_reads = HeavyReads(heavy.per_partner, heavy.wait_seconds)
-    heavy_share = api_pools(runtime.environment.connections).heavy_reads  # of the worker's budget
-    heavy_connections = heavy_pools(runtime.database_url, runtime.read_url, heavy_share)  # never the API's
-    callbacks = Callbacks(
-        runtime.pool,
-        runtime.database_url,
-        runtime.credentials.callback_secret,
-        renderer(runtime.settings),
-        runtime.settings.callback_http_hosts,
-        config=runtime.environment.delivery,
-    )
     return ObservedLitestar(
         route_handlers=[
             metrics,
@@ -329,67 +379,39 @@ def create_app(runtime: Runtime | None = None, environment: Environment | None =
             Router(
                 "/",
                 route_handlers=[handler for feature in FEATURES for handler in feature.heavy_reads],
-                middleware=[HeavyReadsMiddleware(heavy_reads)],
+                middleware=[HeavyReadsMiddleware(runtime.heavy_reads)],
             ),
         ],
         dependencies=dependencies(runtime),
         middleware=[
             StorableTextMiddleware(),  # first: no text the ledger cannot store reaches anything else
-            DefineMiddleware(BearerAuthentication, exclude=UNAUTHENTICATED_PATHS),
+            DefineMiddleware(BearerAuthentication, tokens=runtime.tokens, exclude=UNAUTHENTICATED_PATHS),
             RateLimitMiddleware(runtime.api_settings.rate_limits),  # after authentication: keyed by client
-            ReadYourWritesMiddleware(),  # keeps a write's position before its answer (also a stored one)
-            IdempotencyMiddleware(),
+            # keeps a write's position before its answer (also a stored one)
+            ReadYourWritesMiddleware(runtime.write_positions),
+            IdempotencyMiddleware(runtime.idempotency),
         ],
         exception_handlers=exception_handlers(FEATURES),
         before_request=allow_every_method,
-        request_class=StrictJsonRequest,
+        request_class=StrictJsonRequest.checked_by(runtime.body_checks),
         response_class=LedgerResponse,
-        openapi_config=openapi_config(FEATURES),
+        openapi_config=openapi_config(FEATURES, runtime.settings),
         template_config=template_config(FEATURES),
         logging_config=None,  # the process's own (application/logs.py): litestar's would replace the root's
         request_max_body_size=MAX_BODY,
-        state=State(
-            {
-                "settings": runtime.settings,
-                "tokens": runtime.tokens,
-                "credentials": runtime.credentials,
-                "idempotency": runtime.idempotency,
-                "pool": runtime.pool,
-                "failed_attempts": FailedAttempts(),
-                "runtime": runtime,
-                "body_checks": body_checks(runtime, FEATURES),
-                "callbacks": callbacks,
-                "projection_names": [spec.name for spec in PROJECTIONS],
-                "pools": runtime.pools,
-                "write_positions": runtime.write_positions,
-                "heavy_reads": heavy_reads,
-                "heavy_pools": heavy_connections,
-                "read_pools": runtime.read_pools,
-            }
-        ),
-        on_startup=[
-            use_case_threads,
-            runtime.open,
-            sweeper.start,
-            callbacks.start,
-            *(worker.start for worker in workers),
-        ],
-        on_shutdown=[
-            callbacks.stop,
-            partial(stop_all, workers),
-            sweeper.stop,
-            runtime.aclose,
-            partial(heavy_connections.close, 5.0),  # (litestar would hand a bare `close` the app)
-        ],
+        # the runtime, for tests and tools that look into a running app: no module of the app reads it
+        state=State({"runtime": runtime}),
+        on_startup=[use_case_threads, *runtime.on_startup()],
+        on_shutdown=runtime.on_shutdown(),
         debug=False,
     )
 
 
-def body_checks(runtime: Runtime, features: Sequence[Feature]) -> BodyChecks:
-    """The content checks of every feature's bodies, on the runtime's use cases (`interface.http.bodies`
-    runs them on a body that broke its schema)."""
+def body_checks(use_cases: UseCases, features: Sequence[Feature]) -> BodyChecks:
+    """The content checks of every feature's bodies, on the use cases (`interface.http.bodies` runs them on a
+    body that broke its schema)."""
     return BodyChecks(
-        runtime.use_cases,
+        use_cases,
         {body: check for feature in features for body, check in feature.body_checks.items()},
     )
 

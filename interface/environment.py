@@ -62,7 +62,6 @@ we hand it: `eventsourcing_env` sets every key it needs.)
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -80,6 +79,7 @@ from application.store.database import (
     LibpqDefaults,
     connection_budget,
 )
+from interface.shared.origins import origin_of
 from projections.callbacks.delivery_config import DeliveryConfig
 from projections.live import PAGE_ENV
 from projections.runner import PAGE
@@ -197,17 +197,6 @@ def _origin(value: str) -> str | None:
     if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
         raise ValueError(f"{CONSOLE_ORIGIN_ENV} must be an origin without a path, not {value!r}")
     return origin_of(parts.scheme, parts.hostname, port)
-
-
-def origin_of(scheme: str, host: str, port: int | None) -> str:
-    """The origin of `scheme://host:port` as a browser writes it (an IPv6 address in brackets, the scheme's
-    default port left out)."""
-    scheme, host = scheme.lower(), host.lower()
-    with contextlib.suppress(ValueError):
-        if ipaddress.ip_address(host).version == 6:
-            host = f"[{host}]"
-    default = {"http": 80, "https": 443}[scheme]
-    return f"{scheme}://{host}" if port in (None, default) else f"{scheme}://{host}:{port}"
 
 
 def _pid(value: str) -> int | None:

@@ -33,6 +33,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
+from application.settings import Settings
 from interface.api_document.examples import add_examples, guide_examples
 from interface.api_document.operation_problems import OperationProblems
 from interface.api_document.settings import apply_settings_rules
@@ -78,8 +79,9 @@ SHARED_CODES = {
 }
 
 
-def openapi_config(features: Sequence[Feature]) -> OpenAPIConfig:
-    """The document of the app that serves `features`: their shapes and their operations' refusals."""
+def openapi_config(features: Sequence[Feature], settings: Settings) -> OpenAPIConfig:
+    """The document of the app that serves `features`: their shapes and their operations' refusals, and
+    what `settings` decide."""
     return OpenAPIConfig(
         title="Broker Ledger",
         version="1.2",
@@ -90,21 +92,22 @@ def openapi_config(features: Sequence[Feature]) -> OpenAPIConfig:
         ),
         security=[{"bearer": []}],
         use_handler_docstrings=True,
-        render_plugins=[ScalarRenderPlugin(), LedgerDocument(features)],
+        render_plugins=[ScalarRenderPlugin(), LedgerDocument(features, settings)],
     )
 
 
 class LedgerDocument(JsonRenderPlugin):
     """Serves the corrected document at /schema/openapi.json (built once per application)."""
 
-    def __init__(self, features: Sequence[Feature]) -> None:
+    def __init__(self, features: Sequence[Feature], settings: Settings) -> None:
         super().__init__()
         self.features = features
+        self.settings = settings
         self._rendered: bytes | None = None
 
     def render(self, request: Request, openapi_schema: dict[str, Any]) -> bytes:
         if self._rendered is None:
-            document = corrected(openapi_schema, request.app, self.features)
+            document = corrected(openapi_schema, request.app, self.features, self.settings)
             self._rendered = self.render_json(request, document)
         return self._rendered
 
@@ -121,7 +124,9 @@ async def _problem_for_html_404(response: Response) -> Response:
     return response
 
 
-def corrected(document: dict[str, Any], app: Litestar, features: Sequence[Feature]) -> dict[str, Any]:
+def corrected(
+    document: dict[str, Any], app: Litestar, features: Sequence[Feature], settings: Settings
+) -> dict[str, Any]:
     document = copy.deepcopy(document)
     schemas = document["components"]["schemas"]
     ours = struct_schemas(schema_modules(features))
@@ -131,7 +136,7 @@ def corrected(document: dict[str, Any], app: Litestar, features: Sequence[Featur
             name = option.get("$ref", "").rpartition("/")[2]
             if name in ours:
                 schemas[name] = ours[name]
-    apply_settings_rules(schemas, app.state.runtime.settings)
+    apply_settings_rules(schemas, settings)
     for name in _request_components(document):
         schemas[name] = storable(schemas[name])
     roles = roles_by_operation(app)

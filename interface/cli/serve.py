@@ -26,9 +26,9 @@ from interface.environment import (
     SUPERVISOR_ENV,
     Environment,
     hand_down,
-    origin_of,
 )
 from interface.http.server_limits import limited_protocol
+from interface.shared.origins import origin_of
 
 log = logging.getLogger("broker_ledger")
 

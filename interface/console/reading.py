@@ -11,9 +11,11 @@ from decimal import Decimal
 from typing import Any
 
 import msgspec
-from litestar.datastructures import State
+from litestar.di import NamedDependency
+from psycopg_pool import ConnectionPool
 
 from application.history import History, Step, happened_at, steps_of
+from application.ledger import Ledger
 from application.settings import Settings
 from application.store.aggregates import rebuilt
 from domain.errors import TransactionNotFound
@@ -89,20 +91,38 @@ class ConsoleReader:
     history: History
     reserves: ReserveReader
     deliveries: DeliveryStore
-    state: State
     heavy: HeavyReads  # the charts and timelines are heavy reads: at most a few of a partner's at once
+    ledger: Ledger  # the system page: the log's head
+    pool: ConnectionPool  # the API's: the projections' positions, the audit chain's head
+    projection_names: tuple[str, ...]
+    stall_seconds: float
 
     @classmethod
-    def of(cls, state: State) -> ConsoleReader:
-        runtime = state.runtime
+    def of(
+        cls,
+        settings: NamedDependency[Settings],
+        reader: NamedDependency[Reader],
+        history: NamedDependency[History],
+        reserve_reader: NamedDependency[ReserveReader],
+        deliveries: NamedDependency[DeliveryStore],
+        heavy_reads: NamedDependency[HeavyReads],
+        ledger: NamedDependency[Ledger],
+        api_pool: NamedDependency[ConnectionPool],
+        projection_names: NamedDependency[tuple[str, ...]],
+        stall_seconds: NamedDependency[float],
+    ) -> ConsoleReader:
+        """On what the app hands the routes (a dependency of every page)."""
         return cls(
-            runtime.settings,
-            runtime.reader,
-            runtime.use_cases.history,
-            ReserveReader.of(state),
-            state.callbacks.store,
-            state,
-            state.heavy_reads,
+            settings,
+            reader,
+            history,
+            reserve_reader,
+            deliveries,
+            heavy_reads,
+            ledger,
+            api_pool,
+            projection_names,
+            stall_seconds,
         )
 
     def search(self, partner: str, code: str | None, where: TransactionFilter, page: int) -> Found:
@@ -178,14 +198,13 @@ class ConsoleReader:
 
     def system(self) -> System:
         """Where each projection is against the event log, the audit chain's head, the last verify."""
-        runtime = self.state.runtime
-        ledger = runtime.ledger
-        with self.state.pool.connection() as conn:
+        ledger = self.ledger
+        with self.pool.connection() as conn:
             head = ledger.head()
-            found = status.states(conn, self.state.projection_names, head, status.event_time(ledger))
+            found = status.states(conn, self.projection_names, head, status.event_time(ledger))
             chain_head = chain_head_of(conn)
             verification = last_verification(conn)
-        return System(found, head, chain_head, verification, runtime.environment.stall_seconds)
+        return System(found, head, chain_head, verification, self.stall_seconds)
 
 
 def _day_charts(

@@ -50,10 +50,6 @@ async def signed_in(request: Request, sessions: SessionsDep) -> Session:
     return session
 
 
-def reader(request: Request) -> ConsoleReader:
-    return ConsoleReader.of(request.app.state)
-
-
 def admit(session: Session, *roles: str) -> None:
     """403 unless the session holds one of `roles`."""
     if not session.principal.roles & set(roles):
@@ -226,7 +222,7 @@ def console_router() -> Router:
         ],
         dependencies={
             "session": Provide(signed_in),
-            "console": Provide(reader, sync_to_thread=False),
+            "console": Provide(ConsoleReader.of, sync_to_thread=False),
         },
         exception_handlers={**pages.exception_handlers(), NotSignedIn: pages.to_sign_in},
         request_class=HTMXRequest,

@@ -32,10 +32,10 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from application.ports import Clock
-from interface.environment import origin_of
-from interface.http.auth import Audience, InvalidToken, Principal, TokenService
+from interface.http.auth import Audience, InvalidToken, Principal
 from interface.http.problems import ApiProblem
 from interface.http.security import AUDITOR, OPERATOR
+from interface.shared.origins import origin_of
 from interface.shared.token_issuance import TokenIssuance
 
 COOKIE = "console_session"
@@ -133,10 +133,11 @@ class ConsoleSessions:
 
     records: SessionRecords
     origin: str
+    issuance: TokenIssuance  # the token endpoint's: the same failed attempts, the same tokens
 
     async def sign_in(self, request: Request, client_id: str, secret: str) -> tuple[Session, Cookie]:
         """The session of the client whose secret this is, when it holds a console role, and its cookie."""
-        issuance = TokenIssuance.of(request.app.state)
+        issuance = self.issuance
         address = request.client.host if request.client else None
         try:
             client = await anyio.to_thread.run_sync(issuance.authenticated_client, client_id, secret, address)
@@ -181,12 +182,11 @@ class ConsoleSessions:
         if not same:
             raise ApiProblem(403, "forbidden", "this form can only be sent from the console's own pages")
 
-    @staticmethod
-    def _principal_of(request: Request) -> Principal | None:
+    def _principal_of(self, request: Request) -> Principal | None:
         token = request.cookies.get(COOKIE)
         if not token:
             return None
-        tokens: TokenService = request.app.state.tokens
+        tokens = self.issuance.tokens
         try:
             principal = tokens.verify(token, Audience.CONSOLE)
         except InvalidToken:

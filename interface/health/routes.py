@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Response, get
-from litestar.datastructures import State
+from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from psycopg import Connection
+from psycopg_pool import ConnectionPool
 
+from application.ledger import Ledger
 from interface.health.shapes import DatabaseServer, Health, ProjectionError, ProjectionHealth, StalledProblem
 from interface.http.problems import PROBLEM_JSON
 from projections import status
@@ -53,19 +55,23 @@ async def liveness() -> dict[str, str]:
         )
     },
 )
-def health(state: State) -> Response[Health]:
+def health(
+    ledger: NamedDependency[Ledger],
+    api_pool: NamedDependency[ConnectionPool],
+    projection_names: NamedDependency[tuple[str, ...]],
+    stall_seconds: NamedDependency[float],
+) -> Response[Health]:
     """Readiness: this process's writes commit (else 503 `committer_stalled`), the database answers and is
     the primary (else 503 `database_read_only`; 200 names the server in `database`), and no projection has a
     recorded failure or an unapplied event older than BROKER_LEDGER_PROJECTION_STALL_SECONDS (30 by
     default); else 503 `projection_stalled`."""
-    ledger = state.runtime.ledger
     if why := ledger.committer_stalled():
         return _committer_stalled(why)
-    threshold = state.runtime.environment.stall_seconds
-    with state.pool.connection() as conn:
+    threshold = stall_seconds
+    with api_pool.connection() as conn:
         database = database_server(conn)
         head = ledger.head()
-        found = status.states(conn, state.projection_names, head, status.event_time(ledger))
+        found = status.states(conn, projection_names, head, status.event_time(ledger))
     if not database.primary:
         return _unready(
             READ_ONLY,

@@ -280,6 +280,11 @@ class FailedAttempts:
         with self._lock:
             self._failures.pop(_client_key(client_id, remote_address), None)
 
+    def forget_all(self) -> None:
+        """Forget every failure, as a limiter new now would (a test's fresh start)."""
+        with self._lock:
+            self._failures.clear()
+
     def _keys_and_limits(
         self, client_id: str, remote_address: str | None
     ) -> list[tuple[tuple[str, ...], int]]:

@@ -36,7 +36,7 @@ import itertools
 import json
 import re
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import msgspec
@@ -112,6 +112,16 @@ JSON_MEDIA_TYPE = "application/json"
 
 
 class StrictJsonRequest(Request):
+    """A request whose JSON body is decoded strictly into its Struct; a body that breaks its schema is
+    refused with the problems `body_checks` find too (none in this class: the app's is `checked_by()`)."""
+
+    body_checks: ClassVar[BodyChecks | None] = None
+
+    @classmethod
+    def checked_by(cls, checks: BodyChecks) -> type[StrictJsonRequest]:
+        """The request class of an app whose bodies' content is checked by `checks`."""
+        return type(cls.__name__, (cls,), {"body_checks": checks, "__module__": cls.__module__})
+
     async def json(self) -> Any:
         field = self.route_handler.parsed_data_field
         if field is None:
@@ -127,7 +137,7 @@ class StrictJsonRequest(Request):
     async def _with_content_problems(self, invalid: BodyInvalid, target: Any) -> BodyInvalid:
         """The schema's problems and those the content checks find in the fields that could be read, in
         one refusal (the checks may resolve a callback URL's host or read an account: off the event loop)."""
-        checks: BodyChecks | None = self.app.state.get("body_checks")
+        checks = self.body_checks
         user = self.scope.get("user")
         if checks is None or user is None or invalid.readable is None:
             return invalid

@@ -64,7 +64,12 @@ Replacement = StoredResponse | ApiProblem
 
 
 class IdempotencyMiddleware(ASGIMiddleware):
+    """The Idempotency-Key of a POST or PUT, its claims and answers kept in `store`."""
+
     scopes = (ScopeType.HTTP,)
+
+    def __init__(self, store: IdempotencyStore) -> None:
+        self.store = store
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         key = _header(scope, HEADER)
@@ -80,7 +85,7 @@ class IdempotencyMiddleware(ASGIMiddleware):
         body = await _read_body(receive)
         if body is None:  # the client went away before sending the whole body: nothing to answer
             return
-        store: IdempotencyStore = scope["litestar_app"].state.idempotency
+        store = self.store
         request = KeyedRequest(scope, store, scope["user"].partner, key, fingerprint(scope, body))
         scope.setdefault("state", {})["idempotency_key"] = key
         if store.along_events is not None:

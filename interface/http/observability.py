@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from litestar import Response, get
-from litestar.datastructures import State
+from litestar.di import NamedDependency
+from litestar.params import SkipValidation
 from litestar.types import Message, Receive, Scope, Send
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily
@@ -108,17 +109,21 @@ def record_request(scope: Scope, status: int, seconds: float) -> None:
     include_in_schema=False,
     sync_to_thread=True,
 )
-def metrics(state: State) -> Response[bytes]:
+def metrics(
+    api_pool: NamedDependency[SkipValidation[Any]],
+    projection_names: NamedDependency[tuple[str, ...]],
+    pools: NamedDependency[SkipValidation[Callable[[], dict[str, Any]]]],
+    metrics_dir: NamedDependency[str | None],
+) -> Response[bytes]:
     """Prometheus' text format: counters, histograms and what is read when scraped."""
     registry = CollectorRegistry()
-    metrics_dir = state.runtime.environment.metrics_dir
     if metrics_dir:
         multiprocess.MultiProcessCollector(registry, path=metrics_dir)
     else:
         for collector in list(REGISTRY._collector_to_names):
             registry.register(collector)
-    registry.register(ProjectionPositions(state.pool, state.projection_names))
-    registry.register(PoolUsage(state.pools))
+    registry.register(ProjectionPositions(api_pool, projection_names))
+    registry.register(PoolUsage(pools))
     return Response(generate_latest(registry), media_type=PROMETHEUS_TEXT)
 
 

@@ -115,12 +115,15 @@ class ReadYourWritesMiddleware(ASGIMiddleware):
 
     scopes = (ScopeType.HTTP,)
 
+    def __init__(self, positions: WritePositions) -> None:
+        self.positions = positions
+
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         principal = scope.get("user")
         if scope["method"] not in ("POST", "PUT") or principal is None:
             await next_app(scope, receive, send)
             return
-        positions: WritePositions = scope["litestar_app"].state.write_positions
+        positions = self.positions
         unit = open_unit_of_work(scope, principal.partner)
 
         async def send_once_kept(message: Message) -> None:

@@ -10,10 +10,13 @@ supported value."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult
+from litestar.types import ASGIApp
 
 from domain.errors import quoted_text
 from interface.http.auth import InvalidToken, Principal, TokenService, parse_bearer
@@ -34,10 +37,15 @@ UNAUTHENTICATED_PATHS = [
 
 
 class BearerAuthentication(AbstractAuthenticationMiddleware):
+    """Verifies the bearer token by `tokens`, which the composition root hands it (`DefineMiddleware`)."""
+
+    def __init__(self, app: ASGIApp, tokens: TokenService, **options: Any) -> None:
+        super().__init__(app, **options)
+        self.tokens = tokens
+
     async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
-        tokens: TokenService = connection.app.state.tokens
         try:
-            principal = tokens.verify(parse_bearer(connection.headers.get("authorization")))
+            principal = self.tokens.verify(parse_bearer(connection.headers.get("authorization")))
         except InvalidToken as error:
             raise NotAuthorizedException(
                 detail=f"a valid bearer token is required: {error.reason}",

@@ -21,13 +21,12 @@ from decimal import Decimal
 from typing import Annotated
 
 from litestar import Controller, Request, get
-from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.params import QueryParameter
 
 from application.settings import Settings
 from domain.money import WIDE
-from interface.http.common import principal, version_header
+from interface.http.common import SettingsDep, principal, version_header
 from interface.http.heavy_reads import HEAVY_READ
 from interface.http.problems import ApiProblem
 from interface.http.read_your_writes import ReadPools, WritePositions
@@ -90,8 +89,15 @@ class ReconciliationReader:
     wait_seconds: float = WAIT_SECONDS
 
     @classmethod
-    def of(cls, state: State) -> ReconciliationReader:
-        return cls(state.settings, state.heavy_pools, state.write_positions)
+    def of(
+        cls,
+        settings: SettingsDep,
+        heavy_pools: NamedDependency[ReadPools],
+        write_positions: NamedDependency[WritePositions],
+    ) -> ReconciliationReader:
+        """On what the app hands the routes (a dependency): its settings, the heavy reads' pools and the
+        partners' write positions."""
+        return cls(settings, heavy_pools, write_positions)
 
     def reconcile(self, partner: str, period: Period, window: Window) -> Reconciliation:
         """Once the postings hold the partner's last write: its reserves, reports (in `window`) and

@@ -7,7 +7,7 @@ import hashlib
 from typing import Annotated
 
 from litestar import Controller, Request, get, post
-from litestar.di import NamedDependency, Provide
+from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from application.commands import AdjustmentRequest
@@ -26,7 +26,6 @@ class ReserveController(Controller):
     tags = ["Reserves"]
     guards = [authorize]
     parameters = version_header()
-    dependencies = {"reader": Provide(ReserveReader.of, sync_to_thread=False)}
 
     @get(
         "/",
@@ -37,7 +36,7 @@ class ReserveController(Controller):
     def reserves(
         self,
         request: Request,
-        reader: NamedDependency[ReserveReader],
+        reserve_reader: NamedDependency[ReserveReader],
         as_of: Annotated[str | None, moment("asOf", "the reserves as the ledger held them then")] = None,
     ) -> s.Reserves:
         """The partner's own reserves per place and asset: total, locked by its open transactions, available
@@ -47,7 +46,7 @@ class ReserveController(Controller):
         `asOf`)."""
         partner = principal(request).partner
         at = moment_of("asOf", as_of)
-        return reserves_body(reader.settings, reader.positions(partner, at))
+        return reserves_body(reserve_reader.settings, reserve_reader.positions(partner, at))
 
     @post(
         "/adjustments",

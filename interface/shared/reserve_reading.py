@@ -25,7 +25,6 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from litestar.datastructures import State
 from psycopg import Connection
 
 from application.settings import Settings
@@ -55,16 +54,13 @@ POSTINGS = TrackedView("ledger postings", wait_for_position, _postings_failing)
 
 @dataclass(frozen=True)
 class ReserveReader:
+    """The app's one, built by the composition root and handed to the routes as `reserve_reader`."""
+
     settings: Settings
     pools: ReadPools  # the reserves now: the API's pool, after the read servers' counterpart when set
     written: WritePositions
     wait_seconds: float = WAIT_SECONDS
     heavy_pools: ReadPools | None = None  # the heavy reads' (asOf, by day), never the API's pool
-
-    @classmethod
-    def of(cls, state: State) -> ReserveReader:
-        """The app's: its settings, connection pools and partners' write positions (a dependency)."""
-        return cls(state.settings, state.read_pools, state.write_positions, heavy_pools=state.heavy_pools)
 
     def _pools(self, heavy: bool) -> ReadPools:
         return self.heavy_pools if heavy and self.heavy_pools is not None else self.pools

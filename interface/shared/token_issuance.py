@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from litestar.datastructures import State
-
 from application.credentials import ClientRecord, Credentials
 from application.secret_hashes import SecretChecksBusy
 from interface.http.auth import FailedAttempts, InvalidScope, IssuedToken, TokenService
@@ -25,14 +23,11 @@ from interface.http.problems import ApiProblem
 
 @dataclass(frozen=True)
 class TokenIssuance:
+    """The app's one, built by the composition root and handed to the routes as `issuance`."""
+
     credentials: Credentials
     tokens: TokenService
     attempts: FailedAttempts
-
-    @classmethod
-    def of(cls, state: State) -> TokenIssuance:
-        """The app's: its credentials, token service and limiter of failed attempts (a dependency)."""
-        return cls(state.credentials, state.tokens, state.failed_attempts)
 
     def issue(self, client_id: str, secret: str, scope: str | None, address: str | None) -> IssuedToken:
         """A token for the client whose secret this is, with the roles of `scope` (default all of its)."""

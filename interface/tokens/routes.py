@@ -6,7 +6,7 @@ from typing import Annotated
 
 from litestar import Controller, Request, post
 from litestar.connection import ASGIConnection
-from litestar.di import NamedDependency, Provide
+from litestar.di import NamedDependency
 from litestar.enums import RequestEncodingType
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
@@ -63,7 +63,6 @@ class TokenController(Controller):
     tags = ["Authentication"]
     security = [{}]
     guards = [form_encoded]
-    dependencies = {"issuance": Provide(TokenIssuance.of, sync_to_thread=False)}
 
     @post(
         "/",

@@ -33,9 +33,10 @@ PER_ADDRESS_LIMIT = FailedAttempts().address_limit
 def fresh_limiter(app: InProcessClient) -> Iterator[None]:
     """A limiter of failed attempts new for the test, and again after it: the package's other tests ask for
     tokens from the same address."""
-    app.app.state.failed_attempts = FailedAttempts()
+    attempts: FailedAttempts = app.app.state.runtime.failed_attempts
+    attempts.forget_all()
     yield
-    app.app.state.failed_attempts = FailedAttempts()
+    attempts.forget_all()
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ def as_the_broker(client: InProcessClient) -> None:
 def test_a_key_is_claimed_before_its_request_runs_and_its_answer_replayed(
     client: TestClient, database_url: str
 ):
-    assert client.app.state.idempotency.along_events is None
+    assert client.app.state.runtime.idempotency.along_events is None
     code, address = f"library-{uuid.uuid4().hex[:10]}", AddressSource()()
     assert client.post(
         "/customer", json={"customerCode": code, "trustLevel": "Basic", "status": "ACTIVE"}

@@ -114,7 +114,7 @@ def history(desk: Desk) -> History:
 
 @pytest.fixture(scope="module")
 def heavy(client: InProcessClient) -> Any:
-    return client.app.state.heavy_reads
+    return client.app.state.runtime.heavy_reads
 
 
 def test_a_reconciliation_is_the_same_after_another_partner_records_more(desk, history):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import os
-from types import SimpleNamespace
 
 import pytest
 from argon2 import PasswordHasher
@@ -23,21 +22,14 @@ def no_projections_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_an_api_worker_offers_to_run_every_projection_by_default() -> None:
-    [worker] = projection_workers(
-        SimpleNamespace(database_url="postgresql://db/ledger", environment=Environment.read())
-    )
+    [worker] = projection_workers(Environment.read(), "postgresql://db/ledger")
     assert [spec.name for spec in worker.specs] == [spec.name for spec in PROJECTIONS]
     assert "ReadModels" in {spec.name for spec in worker.specs}
 
 
 def test_an_api_worker_runs_no_projection_when_they_are_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PROJECTIONS_ENV, "off")
-    assert (
-        projection_workers(
-            SimpleNamespace(database_url="postgresql://db/ledger", environment=Environment.read())
-        )
-        == []
-    )
+    assert projection_workers(Environment.read(), "postgresql://db/ledger") == []
 
 
 def test_serve_with_no_projections_turns_them_off_for_its_workers(monkeypatch, tmp_path) -> None:
