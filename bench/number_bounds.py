@@ -27,7 +27,7 @@ from domain.errors import DomainError
 from domain.money import Asset
 from domain.pricing import check_amount
 from interface.http.bodies import decode_body
-from interface.http.idempotency import MAX_BODY
+from interface.idempotency.keys import MAX_BODY
 from interface.transactions.shapes import BrokerBuyCreate
 
 BUY = (

@@ -51,8 +51,6 @@ from interface.http.bodies import StrictJsonRequest
 from interface.http.body_checks import BodyChecks
 from interface.http.common import LedgerResponse, allow_every_method
 from interface.http.heavy_reads import HeavyReads, HeavyReadsMiddleware, heavy_pools
-from interface.http.idempotency import MAX_BODY, IdempotencyStore
-from interface.http.idempotent_requests import IdempotencyMiddleware
 from interface.http.observability import ObservedLitestar, metrics
 from interface.http.problems import EXCEPTION_HANDLERS
 from interface.http.rate_limits import RateLimitMiddleware
@@ -65,6 +63,8 @@ from interface.http.read_your_writes import (
 from interface.http.request_head import StorableTextMiddleware
 from interface.http.security import UNAUTHENTICATED_PATHS, BearerAuthentication
 from interface.http.settings import ApiSettings, load_service_settings
+from interface.idempotency.keys import MAX_BODY, IdempotencyStore
+from interface.idempotency.middleware import IdempotencyMiddleware
 from interface.shared.feature import Feature
 from interface.shared.reserve_reading import ReserveReader
 from interface.shared.token_issuance import TokenIssuance

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import httpx
 
-from interface.http.idempotency import transaction_code_for
+from interface.idempotency.keys import transaction_code_for
 from tests.e2e.support import Api, Customer, expect_problem, limits_used
 
 THREADS = 16

@@ -21,7 +21,6 @@ from interface.http.common import (
     IdempotencyKey,
     SellsDep,
     SettingsDep,
-    code_for,
     code_parameter,
     principal,
     problems,
@@ -29,6 +28,7 @@ from interface.http.common import (
     version_header,
 )
 from interface.http.security import BROKER, OPERATOR, authorize, roles
+from interface.idempotency.keys import code_for
 from interface.shared import transaction_presenters as presenters
 from interface.shared import transaction_shapes as r
 

@@ -30,7 +30,6 @@ from application.settings import Settings
 from application.settlement import Settlement
 from application.store.request_writes import RequestWrites
 from interface.http.auth import Principal
-from interface.http.idempotency import transaction_code_for
 from interface.http.problems import PROBLEM_JSON, TITLES
 from interface.http.security import CURRENT, HEADER
 from interface.http.shapes import CODE_PATTERN, Problem
@@ -118,14 +117,6 @@ def unit_of(request: Request) -> RequestWrites | None:
     case joins it. None for a request that writes nothing of a partner (a GET, a route without a token)."""
     state = request.scope.get("state")
     return state.get(UNIT_OF_WORK) if state is not None else None
-
-
-def code_for(request: Request, key: str | None) -> str | None:
-    """The transaction code of a create under an idempotency key, so a retry of the same route finds the
-    first one."""
-    if not key:
-        return None
-    return transaction_code_for(principal(request).partner, request.scope["path_template"], key)
 
 
 # --- every answer and every OPTIONS request ---

@@ -16,7 +16,7 @@ connection's first request) or after its first byte (for the next ones), and the
 the head (the settings' `[http]`). A late request is answered 408 `request_timeout` (problem+json) with
 `Connection: close`; the application, if it already waits for the body, sees the client gone, and whatever it
 answers is dropped. A connection that sent nothing is closed without an answer, as uvicorn closes an idle
-keep-alive connection. Bodies are at most 64 KiB (`interface.http.idempotency.MAX_BODY`), below uvicorn's
+keep-alive connection. Bodies are at most 64 KiB (`interface.idempotency.keys.MAX_BODY`), below uvicorn's
 high-water mark, so the server never stops reading a body the application is waiting for.
 """
 

@@ -8,13 +8,13 @@ from interface.http.common import (
     ClockDep,
     IdempotencyKey,
     SettingsDep,
-    code_for,
     principal,
     problems,
     unit_of,
     version_header,
 )
 from interface.http.security import BROKER, authorize, roles
+from interface.idempotency.keys import code_for
 from interface.shared import transaction_presenters as presenters
 from interface.shared import transaction_shapes as r
 from interface.transactions.shapes import BrokerBuy, BrokerBuyCreate, buy_request

@@ -13,7 +13,8 @@ from typing import Any
 import psycopg
 
 from application.store.group_commit.recorder import GroupCommitRecorder
-from interface.http import idempotency, idempotent_requests
+from interface.idempotency import keys as idempotency
+from interface.idempotency import middleware as idempotent_requests
 from tests.e2e.support import PROBLEM_JSON, AddressSource, active_customer, api_client, buy_body
 from tests.in_process import AppTransport, InProcessClient, in_process_app
 from tests.resilience.load import transactions_in_store

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from interface.http import idempotency
-from interface.http.idempotency import IdempotencyStore
+from interface.idempotency.keys import IdempotencyStore
 from tests.in_process import InProcessClient
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from litestar.testing import TestClient
 
-from interface.http.idempotency import fingerprint
+from interface.idempotency.keys import fingerprint
 
 BUY = {"currencyCode": "EUR", "cryptoCode": "BTC", "fiatValue": 20, "paymentMethodCode": "BANK_EUR_BUY"}
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from interface.http.idempotency import MAX_BODY, transaction_code_for
+from interface.idempotency.keys import MAX_BODY, transaction_code_for
 from tests.bursts import assert_never_created, bought, burst
 from tests.e2e.support import (
     ENCODER,

@@ -21,7 +21,7 @@ import httpx
 import psycopg
 
 from domain.transaction import Transaction
-from interface.http.idempotency import transaction_code_for
+from interface.idempotency.keys import transaction_code_for
 from tests.e2e.support import (
     PROBLEM_JSON,
     AddressSource,

@@ -1,4 +1,4 @@
-"""The leases of Idempotency-Key claims, on their own (`interface.http.idempotency`, the store and its
+"""The leases of Idempotency-Key claims, on their own (`interface.idempotency.keys`, the store and its
 `Leases`),
 with the lease shortened to a second so that the tests take seconds:
 
@@ -22,8 +22,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from interface.http import idempotency
-from interface.http.idempotency import Claim, IdempotencyStore, StoredResponse
 from interface.http.problems import ApiProblem
+from interface.idempotency.keys import Claim, IdempotencyStore, StoredResponse
 from tests.resilience.cluster import PrivateCluster
 
 LEASE = 1.0

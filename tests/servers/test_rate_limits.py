@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from application.settings import DEFAULT_SETTINGS
-from interface.http.idempotency import transaction_code_for
+from interface.idempotency.keys import transaction_code_for
 from tests.bursts import assert_never_created, bought, burst
 from tests.e2e.support import (
     AddressSource,

@@ -1,5 +1,5 @@
 """`IdempotencyMiddleware`: a POST or PUT with an `Idempotency-Key` is run once per key, by the rules of
-`interface.http.idempotency` (which also keeps the keys' table).
+`interface.idempotency.keys` (which also keeps the keys' table).
 
 How a keyed request claims its key:
 - With the group committer (the default), the claim rides with the request's first save, in the same
@@ -24,7 +24,7 @@ How a keyed request claims its key:
   statement, before the request runs.
 
 The answer is held until the key is settled, so that what the client gets is what the key keeps; an answer
-over MAX_STORED_ANSWER is sent but not kept, and its key freed (see `interface.http.idempotency`).
+over MAX_STORED_ANSWER is sent but not kept, and its key freed (see `interface.idempotency.keys`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ from psycopg_pool import PoolTimeout
 from application.store.faults import PersistenceError
 from application.store.request_writes import FirstSaveStatements
 from interface.http.common import open_unit_of_work
-from interface.http.idempotency import (
+from interface.http.problems import PROBLEM_JSON, REFUSED_BEFORE_EXECUTION, ApiProblem, problem_response
+from interface.http.security import authorize_route
+from interface.idempotency.keys import (
     HEADER,
     LEASE_SECONDS,
     MAX_BODY,
@@ -53,8 +55,6 @@ from interface.http.idempotency import (
     StoredResponse,
     fingerprint,
 )
-from interface.http.problems import PROBLEM_JSON, REFUSED_BEFORE_EXECUTION, ApiProblem, problem_response
-from interface.http.security import authorize_route
 
 log = logging.getLogger("broker_ledger.idempotency")
 REPLAYED_HEADERS = (b"content-type", b"location", b"retry-after", b"www-authenticate")

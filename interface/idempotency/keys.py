@@ -23,7 +23,7 @@ The rules, as Stripe documents them:
   exists with another request (the key reused after 24 hours or after a 5xx) is 422
   `idempotency_key_reused`, never the other transaction.
 
-When a key is claimed is the middleware's (`interface.http.idempotent_requests`): with the group committer, in
+When a key is claimed is the middleware's (`interface.idempotency.middleware`): with the group committer, in
 the transaction of the request's first save (`claim_with_save`: the save's events are written only if the key
 is the request's), or as the request answers when it saved nothing; with the library's recorder
 (`BROKER_LEDGER_GROUP_COMMIT=off`), before the request runs.
@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
+from litestar import Request
 from litestar.types import Scope
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
@@ -64,8 +65,9 @@ from application.store.binary_arrays import (
     TimestamptzArray,
     columns,
 )
+from interface.http.common import principal
 from interface.http.problems import ApiProblem
-from interface.http.statement_batches import StatementBatches
+from interface.idempotency.statement_batches import StatementBatches
 
 HEADER = b"idempotency-key"
 MAX_BODY = 64 * 1024
@@ -459,3 +461,11 @@ def _refusal_or_replay(row: tuple | None, fingerprint: bytes) -> Claim:
             headers={"Retry-After": "1"},
         )
     return Claim(owned=False, replay=StoredResponse(status, [tuple(h) for h in headers], bytes(body)))
+
+
+def code_for(request: Request, key: str | None) -> str | None:
+    """The transaction code of a create under an idempotency key, so a retry of the same route finds the
+    first one."""
+    if not key:
+        return None
+    return transaction_code_for(principal(request).partner, request.scope["path_template"], key)
