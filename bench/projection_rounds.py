@@ -33,11 +33,11 @@ if str(ROOT) not in sys.path:
 from bench.cpu import process_seconds  # noqa: E402
 from bench.load_support import drop_database, fresh_database  # noqa: E402
 from bench.rebuild import DEFAULT_DATABASE_URL, fill_store, note  # noqa: E402
+from projections.base.connection import connect  # noqa: E402
+from projections.base.runner import open_view, replay  # noqa: E402
 from projections.catalog import PROJECTIONS  # noqa: E402
-from projections.connection import connect  # noqa: E402
 from projections.lanes import Lane, PageDecoder, read_page  # noqa: E402
 from projections.live import apply_together, event_log  # noqa: E402
-from projections.runner import open_view, replay  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:

@@ -63,8 +63,8 @@ from bench.clock import FakeClock  # noqa: E402
 from bench.cpu import process_seconds, processes_named  # noqa: E402
 from bench.history import CustomerAddresses, Driver  # noqa: E402
 from bench.load_support import VENV_BIN, checkpoint, drop_database, scalar  # noqa: E402
+from projections.base.runner import open_view  # noqa: E402
 from projections.catalog import PROJECTIONS  # noqa: E402
-from projections.runner import open_view  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 CALLBACK_URL = "https://hooks.partner.example/broker"

@@ -70,11 +70,11 @@ from interface.shared.reserve_reading import ReserveReader
 from interface.shared.token_issuance import TokenIssuance
 from interface.shared.transaction_reading import Reader
 from interface.transactions.callback_bodies import renderer
+from projections.base.runner import open_view
 from projections.callbacks.service import Callbacks
 from projections.callbacks.urls import CallbackUrlPolicy
 from projections.catalog import PROJECTIONS, READ_MODELS
 from projections.live import ProjectionWorker, stop_all
-from projections.runner import open_view
 
 log = logging.getLogger("broker_ledger")
 EVENTS_SCHEMA = "ledger"

@@ -80,9 +80,9 @@ from application.store.database import (
     connection_budget,
 )
 from interface.shared.origins import origin_of
+from projections.base.runner import PAGE
 from projections.callbacks.delivery_config import DeliveryConfig
 from projections.live import PAGE_ENV
-from projections.runner import PAGE
 from projections.status import DEFAULT_STALL_SECONDS, STALL_SECONDS_ENV
 
 PROJECTIONS_ENV = "BROKER_LEDGER_PROJECTIONS"  # "off": this process runs no projections

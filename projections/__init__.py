@@ -2,17 +2,17 @@
 
 Every projection follows one recipe.
 
-1. **Its tables**: a `ReadModel` (`projections.postgres`) subclass owns them (`create_statements`) and writes
-   them only inside `recording(tracking)`, which records the event's position in the same transaction, so a
-   crash never applies an event twice nor skips one.
+1. **Its tables**: a `ReadModel` (`projections.base.postgres`) subclass owns them (`create_statements`) and
+   writes them only inside `recording(tracking)`, which records the event's position in the same
+   transaction, so a crash never applies an event twice nor skips one.
 
 2. **What it reads**: a `Projection[ThatReadModel]` whose `process_event` is eventsourcing's
    `singledispatchmethod`. Its default body skips the event (`self.view.skip(tracking)`); each
    `@process_event.register` names an event class it applies (a base class, such as `Transaction.Event`,
-   takes every subclass). The runner (`projections.runner.process`) decodes only the events a registration
-   takes; the others only move the position, undecoded. The one other way in is for a projection of the
-   stored rows themselves, which must see every event's bytes: `process_stored(notification, decode,
-   tracking)` (the audit chain, which decodes an event only for a checkpoint's time).
+   takes every subclass). The runner (`projections.base.runner.process`) decodes only the events a
+   registration takes; the others only move the position, undecoded. The one other way in is for a
+   projection of the stored rows themselves, which must see every event's bytes: `process_stored(
+   notification, decode, tracking)` (the audit chain, which decodes an event only for a checkpoint's time).
 
 3. **How it writes a page**: the runner hands events in pages (`BROKER_LEDGER_PROJECTION_PAGE`, 500; a
    rebuild's are of `projections.rebuild.REBUILD_PAGE`, 5,000) inside `ReadModel.batch`, one transaction in
@@ -21,7 +21,7 @@ Every projection follows one recipe.
    history), `keep_row` / `forget_row` (the latest row per key: open deals), `page_rows` (rows it reads and
    rewrites, read once per page), `at_batch_end` (one statement for what the page summed up, such as the
    transactions' rows or the callback states). Rows go to PostgreSQL as one JSON parameter per statement
-   (`projections.json_rows`; ids for `= ANY_ID`), and a page's handlers keep what they compute in memory
+   (`projections.base.json_rows`; ids for `= ANY_ID`), and a page's handlers keep what they compute in memory
    (`kept`) rather than write or encode it event by event.
 
 4. **Where it is listed**: `projections.catalog.PROJECTIONS` (the order of start, rebuild and verification).

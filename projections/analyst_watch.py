@@ -34,7 +34,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
-from projections.postgres import READ_SCHEMA
+from projections.base.postgres import READ_SCHEMA
 
 log = logging.getLogger("broker_ledger.analysts")
 LIMITS_TABLE = "analyst_limits"

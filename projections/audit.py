@@ -46,9 +46,9 @@ from projections.audit_sql import (
     table_exists,
     tracking_position,
 )
+from projections.base.postgres import READ_SCHEMA, ReadModel
+from projections.base.runner import APPLICATION, ProjectionSpec, open_view, replay
 from projections.catalog import PROJECTIONS
-from projections.postgres import READ_SCHEMA, ReadModel
-from projections.runner import APPLICATION, ProjectionSpec, open_view, replay
 from projections.status import DEFAULT_STALL_SECONDS
 
 __all__ = ["Check", "Report", "compare_with_rebuild", "export", "verify"]

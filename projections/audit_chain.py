@@ -39,9 +39,9 @@ from eventsourcing.projection import Projection
 from psycopg.sql import SQL, Composed, Identifier
 
 from application.store.log import EVENTS_SCHEMA, LedgerLog
-from projections.json_rows import json_rows
+from projections.base.json_rows import json_rows
+from projections.base.postgres import ReadModel
 from projections.partner_policies import mapping_statements, whole_ledger_rows
-from projections.postgres import ReadModel
 
 GENESIS = "00" * 32
 CHECKPOINT_EVERY = 1000

@@ -30,7 +30,7 @@ from projections.audit_chain import (
     stored_canonical,
 )
 from projections.audit_sql import FAILED, OK, Check, Connection, snapshot, table_exists
-from projections.postgres import READ_SCHEMA
+from projections.base.postgres import READ_SCHEMA
 
 MAX_LISTED = 10
 Row = dict[str, Any]

@@ -36,7 +36,7 @@ from application.store.database import eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit_chain import CHAIN_TABLE, EVENTS_TABLE, GENESIS
 from projections.audit_sql import small_pool, snapshot, table_exists
-from projections.postgres import READ_SCHEMA
+from projections.base.postgres import READ_SCHEMA
 
 _encoder = msgspec.json.Encoder(decimal_format="number")
 

@@ -13,7 +13,7 @@ from application.store.database import eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections import status
 from projections.audit_sql import FAILED, OK, Check, small_pool
-from projections.runner import ProjectionSpec
+from projections.base.runner import ProjectionSpec
 
 NAME = "projections keep up"
 

@@ -19,7 +19,7 @@ from psycopg.sql import SQL, Identifier
 
 from projections.audit_chain import CHECKPOINTS_TABLE
 from projections.audit_sql import Check
-from projections.postgres import READ_SCHEMA
+from projections.base.postgres import READ_SCHEMA
 
 TABLE = "audit_verifications"
 CREATE = """CREATE TABLE IF NOT EXISTS {table} (

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from projections.audit_chain import AuditChain, AuditChainProjection
+from projections.base.runner import ProjectionSpec
 from projections.callbacks.projection import CALLBACK_OUTBOX
 from projections.ledger_postings import Postings, PostingsProjection
 from projections.read_models import ReadModels, ReadModelsProjection
-from projections.runner import ProjectionSpec
 
 PROJECTIONS: tuple[ProjectionSpec, ...] = ()
 READ_MODELS = ProjectionSpec(ReadModelsProjection, ReadModels)

@@ -24,8 +24,8 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
 from domain.transaction import Transaction, TransactionType
-from projections.json_rows import json_rows
-from projections.postgres import ReadModel
+from projections.base.json_rows import json_rows
+from projections.base.postgres import ReadModel
 
 T = Transaction
 REPORTED = (T.SendoutSeen, T.Confirming, T.ToPayout, T.Completed, T.Blocked, T.PaidLate)

@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 from psycopg.sql import SQL, Identifier
 
-from projections.postgres import READ_SCHEMA
+from projections.base.postgres import READ_SCHEMA
 
 BATCH_ROWS = 5_000
 

@@ -14,8 +14,8 @@ from eventsourcing.persistence import Notification
 from eventsourcing.projection import Projection
 
 from application.store.log import LedgerLog
-from projections.postgres import ReadModel
-from projections.runner import Decode, ProjectionFailed, ProjectionSpec, apply_page, processor
+from projections.base.postgres import ReadModel
+from projections.base.runner import Decode, ProjectionFailed, ProjectionSpec, apply_page, processor
 
 Progress = Callable[[str, int], None]  # (projection name, events applied)
 

@@ -70,9 +70,9 @@ from domain.reserves import BUILT_IN, ReserveAdjustment
 from domain.transaction import Transaction, TransactionType
 from projections import chain_reports
 from projections import posting_rules as rules
-from projections.json_rows import ANY_ID, as_json, json_rows
+from projections.base.json_rows import ANY_ID, as_json, json_rows
+from projections.base.postgres import ReadModel
 from projections.partner_policies import mapping_statements, partner_rows, whole_ledger_rows
-from projections.postgres import ReadModel
 from projections.posting_rules import Deal, Entry
 
 POSTINGS = """CREATE TABLE IF NOT EXISTS {postings} (

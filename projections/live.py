@@ -61,9 +61,9 @@ from application.store.database import PROJECTION_TIMEOUTS, eventsourcing_env, p
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections import status
 from projections.analyst_watch import AnalystWatch
-from projections.connection import connect, lend, try_lock, unlock
+from projections.base.connection import connect, lend, try_lock, unlock
+from projections.base.runner import PAGE, Decode, ProjectionFailed, ProjectionSpec, open_view
 from projections.lanes import Lane, PageDecoder, apply_alone, moved, read_page
-from projections.runner import PAGE, Decode, ProjectionFailed, ProjectionSpec, open_view
 
 log = logging.getLogger("broker_ledger.projections")
 NOTIFY_WAIT_SECONDS = 0.5

@@ -17,7 +17,7 @@ session may change its own settings).
 
 The statements look before they change anything: `ALTER TABLE ... ENABLE ROW LEVEL SECURITY` and
 `CREATE POLICY` lock their table, and every process that opens a view runs its create statements on live
-tables (`projections.postgres`); once in place, they take no lock.
+tables (`projections.base.postgres`); once in place, they take no lock.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composable, Identifier, Placeholder
 
-from projections.postgres import READ_SCHEMA
+from projections.base.postgres import READ_SCHEMA
 from projections.read_models import ReadModels
 
 

@@ -29,8 +29,8 @@ from domain.account import Account
 from domain.customer import Customer, CustomerStatus
 from domain.transaction import Status, Transaction
 from domain.transaction_view import transaction_view
-from projections.json_rows import ANY_ID, as_json, json_rows
-from projections.postgres import ReadModel
+from projections.base.json_rows import ANY_ID, as_json, json_rows
+from projections.base.postgres import ReadModel
 from projections.read_tables import TABLES, VOLUME_SUMS, create_statements
 
 # Rows as JSON records for jsonb_populate_recordset: amounts as exact decimal strings, times in RFC 3339.

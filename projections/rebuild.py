@@ -53,11 +53,11 @@ from eventsourcing.persistence import Notification
 from application.store.database import PROJECTION_TIMEOUTS, eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.analyst_watch import end_lock_holders
+from projections.base.connection import locked
+from projections.base.postgres import ReadModel
+from projections.base.runner import Decode, ProjectionSpec, open_view
 from projections.catalog import by_name
-from projections.connection import locked
 from projections.lanes import Lane, PageDecoder, Progress, apply_alone, moved, read_page
-from projections.postgres import ReadModel
-from projections.runner import Decode, ProjectionSpec, open_view
 
 GC_ALLOCATIONS = 100_000  # see `fewer_collections`
 CORES_PER_PROCESS = 2  # see `rebuild_processes`

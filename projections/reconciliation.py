@@ -38,8 +38,8 @@ from psycopg.sql import SQL, Identifier
 
 from domain.chain_reports import Dispute
 from projections.audit_sql import snapshot, table_exists
+from projections.base.postgres import READ_SCHEMA
 from projections.chain_reports import DISPUTED, TABLE
-from projections.postgres import READ_SCHEMA
 from projections.posting_rules import RESERVE_PREFIX
 from projections.reserve_positions import read_position
 

@@ -23,7 +23,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from domain.reserves import BUILT_IN
-from projections.postgres import READ_SCHEMA
+from projections.base.postgres import READ_SCHEMA
 from projections.posting_rules import LOCKED_ACCOUNTS, RESERVE_PREFIX, UNCONFIRMED_ACCOUNTS
 
 TRACKING_TABLE = "postings_tracking"  # the view's tracking table: the projection's name + "_tracking"

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 
+from projections.base.runner import PAGE
 from projections.catalog import PROJECTIONS
 from projections.live import ProjectionWorker, Share
-from projections.runner import PAGE
 
 log = logging.getLogger("broker_ledger.projections")
 RESTART_SECONDS = 1.0  # a runner that died is started again after this pause

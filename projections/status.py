@@ -20,7 +20,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import tuple_row
 
-from projections.postgres import READ_SCHEMA
+from projections.base.postgres import READ_SCHEMA
 
 STALL_SECONDS_ENV = "BROKER_LEDGER_PROJECTION_STALL_SECONDS"  # the stall threshold (interface.environment)
 DEFAULT_STALL_SECONDS = 30.0

@@ -42,11 +42,11 @@ from application.store.database import build_url, redact
 from interface.cli.main import database_url, fail
 from interface.environment import Environment
 from projections.analyst_watch import LIMITS_TABLE, limits_table, record_limits
+from projections.base.postgres import READ_SCHEMA
+from projections.base.runner import open_view
 from projections.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
 from projections.catalog import PROJECTIONS
 from projections.partner_policies import ANALYST_PARTNERS, under_policy
-from projections.postgres import READ_SCHEMA
-from projections.runner import open_view
 from projections.status import create_table as create_status_table
 
 app = App(name="analyst", help="The read-only database role for analysts.")

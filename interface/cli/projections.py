@@ -26,10 +26,10 @@ from interface.cli.collector import settle_for_serving
 from interface.cli.main import event_store_url
 from interface.environment import Environment
 from projections import status as projection_status
+from projections.base.runner import ProjectionSpec, exclusive
 from projections.catalog import PROJECTIONS, by_name
 from projections.live import ProjectionWorker, stop_all
 from projections.rebuild import Rebuilt, rebuild_apart, rebuild_processes, rebuilding, replay_all
-from projections.runner import ProjectionSpec, exclusive
 from projections.runners import CORES_PER_RUNNER, Runners, auto_runners
 
 app = App(name="projections", help="Run, inspect and rebuild the read models.")

@@ -31,7 +31,7 @@ from psycopg import sql
 
 from application.store.log import EVENTS_SCHEMA
 from interface.http.request_head import CaseInsensitiveLitestar
-from projections.postgres import READ_SCHEMA
+from projections.base.postgres import READ_SCHEMA
 
 REQUESTS = Counter(
     "broker_ledger_requests",

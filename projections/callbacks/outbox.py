@@ -24,8 +24,8 @@ from psycopg.rows import dict_row
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
+from projections.base.json_rows import json_rows
 from projections.callbacks.snapshots import StoredState
-from projections.json_rows import json_rows
 
 STATES = "callback_transactions"
 OUTBOX = "callback_outbox"
@@ -93,7 +93,7 @@ CREATE = (
     PRIMARY KEY (partner, url))""",
 )
 # New deliveries, written by the projection with its tracking position (the rows as JSON, see
-# `projections.json_rows`; a rebuild's again is left as it is)
+# `projections.base.json_rows`; a rebuild's again is left as it is)
 ENQUEUE = (
     """INSERT INTO {outbox} (event_id, partner, transaction_id, transaction_code, sequence,
     transaction_status, url, topic, version, state, created, notification_id) """

@@ -35,11 +35,11 @@ from eventsourcing.utils import get_topic
 from psycopg.sql import SQL, Composed
 
 from domain.transaction import Transaction
+from projections.base.json_rows import ANY_ID, as_json, json_rows
+from projections.base.postgres import ReadModel
+from projections.base.runner import ProjectionSpec
 from projections.callbacks.outbox import CREATE, ENQUEUE, OUTBOX, STATES, tables
 from projections.callbacks.snapshots import StoredState, restore, store
-from projections.json_rows import ANY_ID, as_json, json_rows
-from projections.postgres import ReadModel
-from projections.runner import ProjectionSpec
 
 NO_URL = "no callback URL"  # the status column of a marker row (see the module's docstring)
 EVENT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:broker-ledger:callbacks")

@@ -10,13 +10,13 @@ from collections.abc import Callable, Iterable
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from projections.base.postgres import READ_SCHEMA
+from projections.base.runner import open_view
 from projections.callbacks.delivery import DeliveryWorker, Renderer
 from projections.callbacks.delivery_config import DeliveryConfig
 from projections.callbacks.outbox import DeliveryStore
 from projections.callbacks.projection import CALLBACK_OUTBOX
 from projections.callbacks.urls import CallbackUrlPolicy, SystemResolver
-from projections.postgres import READ_SCHEMA
-from projections.runner import open_view
 
 DDL_LOCK = int.from_bytes(hashlib.sha256(b"broker-ledger callback tables").digest()[:8], "big", signed=True)
 

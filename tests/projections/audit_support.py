@@ -22,8 +22,8 @@ from application.settings import load_settings
 from application.store.database import ensure_schema, eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit_sql import small_pool
+from projections.base.runner import ProjectionSpec, open_view, replay
 from projections.catalog import PROJECTIONS
-from projections.runner import ProjectionSpec, open_view, replay
 from tests.application.conftest import use_cases_of
 from tests.databases import scratch_database
 

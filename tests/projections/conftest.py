@@ -17,8 +17,8 @@ from application.ledger import Ledger
 from application.store.database import build_url, eventsourcing_env
 from application.store.log import EVENTS_SCHEMA
 from application.use_cases import UseCases
+from projections.base.runner import open_view, replay
 from projections.read_models import ReadModels
-from projections.runner import open_view, replay
 from tests.application.conftest import (  # noqa: F401
     addresses,
     clock,

@@ -13,9 +13,9 @@ import psycopg
 from psycopg import sql
 
 from projections import status
+from projections.base.postgres import READ_SCHEMA
 from projections.callbacks.projection import CallbackOutbox
 from projections.catalog import PROJECTIONS
-from projections.postgres import READ_SCHEMA
 from tests.e2e.support import Api, Customer, buy_body, expect
 from tests.projections.stall_support import head_of
 

@@ -10,8 +10,8 @@ from typing import Any
 from application.ledger import Ledger
 from application.use_cases import UseCases
 from bench.history import Driver, Scenario
+from projections.base.runner import open_view, replay
 from projections.catalog import READ_MODELS, by_name
-from projections.runner import open_view, replay
 
 __all__ = ["READ_MODELS", "populate"]
 

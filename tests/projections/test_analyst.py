@@ -5,8 +5,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from projections.base.runner import open_view, replay
 from projections.catalog import PROJECTIONS, by_name
-from projections.runner import open_view, replay
 from projections.status import record_failure
 from tests.projections.conftest import connect_as
 from tests.projections.support import run_cli as run

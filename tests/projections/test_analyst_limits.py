@@ -16,9 +16,9 @@ from application.store.advisory_locks import LOCK_FUNCTIONS
 from application.store.database import build_url
 from application.store.schema_lock import SCHEMA_LOCK
 from projections import status
+from projections.base.runner import STARTUP_LOCK, open_view
 from projections.catalog import PROJECTIONS
 from projections.live import ProjectionWorker
-from projections.runner import STARTUP_LOCK, open_view
 from tests.projections.conftest import connect_as
 from tests.projections.stall_support import eventually, head_of
 from tests.projections.support import create_role

@@ -15,9 +15,9 @@ import psycopg
 import pytest
 
 from interface.cli.analyst import PRIVATE_TABLES
+from projections.base.runner import open_view, replay
 from projections.catalog import PROJECTIONS, by_name
 from projections.partner_policies import under_policy
-from projections.runner import open_view, replay
 from tests.projections.conftest import connect_as
 from tests.projections.support import run_cli as run
 

@@ -11,9 +11,9 @@ import pytest
 from application.credentials import VAR_ENV
 from interface.cli.analyst import PRIVATE_TABLES
 from interface.cli.main import main
+from projections.base.runner import open_view, replay
 from projections.catalog import PROJECTIONS, by_name
 from projections.read_tables import TABLES, VIEWS
-from projections.runner import open_view, replay
 from tests.projections.conftest import connect_as
 from tests.projections.scenario import READ_MODELS, populate
 

@@ -11,7 +11,7 @@ import pytest
 from projections import audit_chain
 from projections.audit_chain import GENESIS, AuditChain, AuditChainProjection
 from projections.audit_chain_check import check_chain
-from projections.runner import ProjectionSpec
+from projections.base.runner import ProjectionSpec
 from tests.projections.audit_support import (
     Flows,
     catch_up,

@@ -16,7 +16,7 @@ from application.store.database import eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit import export
 from projections.audit_chain import AuditChain, AuditChainProjection
-from projections.runner import ProjectionSpec
+from projections.base.runner import ProjectionSpec
 from tests.projections.audit_support import Flows, catch_up, new_ledger, own_database, query
 
 CHAIN = (ProjectionSpec(AuditChainProjection, AuditChain),)

@@ -9,8 +9,8 @@ import pytest
 from psycopg import sql
 
 from projections.audit import Report, check_postings, open_view, verify
+from projections.base.postgres import READ_SCHEMA
 from projections.catalog import PROJECTIONS
-from projections.postgres import READ_SCHEMA
 from tests.projections.audit_support import (
     Flows,
     catch_up,

@@ -20,9 +20,9 @@ from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit import compare_with_rebuild
 from projections.audit_chain_check import check_chain
 from projections.audit_sql import small_pool
+from projections.base.runner import ProjectionSpec
 from projections.catalog import PROJECTIONS
 from projections.live import PAGE_ENV
-from projections.runner import ProjectionSpec
 from tests.processes import ProjectionsRun
 from tests.projections.audit_support import Flows, new_ledger, own_database, query
 

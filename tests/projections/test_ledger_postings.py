@@ -16,10 +16,10 @@ from application.commands import AdjustmentRequest, BuyRequest, DepositReport, S
 from application.use_cases import UseCases
 from domain.transaction import Transaction
 from projections import posting_rules as rules
+from projections.base.runner import ProjectionFailed, ProjectionSpec, open_view, replay
 from projections.ledger_postings import Postings, PostingsProjection
 from projections.posting_rules import UnbalancedPosting
 from projections.reserve_positions import read_position, read_positions, wait_for_position
-from projections.runner import ProjectionFailed, ProjectionSpec, open_view, replay
 
 POSTINGS = ProjectionSpec(PostingsProjection, Postings)
 ALWAYS = [("hot-wallet", "BTC"), ("hot-wallet", "ETH"), ("bank", "EUR")]

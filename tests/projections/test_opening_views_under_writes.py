@@ -18,8 +18,8 @@ import pytest
 from psycopg import sql
 
 from application.store.database import ensure_schema
+from projections.base.runner import ProjectionSpec, open_view
 from projections.catalog import PROJECTIONS
-from projections.runner import ProjectionSpec, open_view
 
 WAIT_SECONDS = 5
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from psycopg.sql import SQL
 
+from projections.base.postgres import ReadModel
+from projections.base.runner import open_view, replay
 from projections.catalog import PROJECTIONS
-from projections.postgres import ReadModel
-from projections.runner import open_view, replay
 from tests.projections.scenario import populate
 
 

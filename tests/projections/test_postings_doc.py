@@ -13,8 +13,8 @@ import psycopg
 from application.commands import AdjustmentRequest
 from application.ledger import Ledger
 from application.use_cases import UseCases
+from projections.base.runner import ProjectionSpec, open_view, replay
 from projections.ledger_postings import Postings, PostingsProjection
-from projections.runner import ProjectionSpec, open_view, replay
 from tests.projections.test_ledger_postings import drive
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "analytics.md"

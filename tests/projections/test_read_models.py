@@ -13,8 +13,8 @@ from domain.account import Account
 from domain.customer import Customer
 from domain.transaction import Status, Transaction
 from interface.shared import transaction_presenters as presenters
+from projections.base.runner import APPLICATION, replay
 from projections.read_models import ReadModelsProjection
-from projections.runner import APPLICATION, replay
 from tests.projections.scenario import READ_MODELS, populate
 from tests.projections.support import (
     contents,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
+from projections.base.runner import APPLICATION, exclusive, replay
 from projections.live import ProjectionWorker
-from projections.runner import APPLICATION, exclusive, replay
 from tests.projections.scenario import READ_MODELS, populate
 from tests.projections.support import contents
 from tests.projections.support import run_cli as run

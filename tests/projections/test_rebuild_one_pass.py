@@ -20,13 +20,13 @@ from application.ledger import Ledger
 from application.use_cases import UseCases
 from bench.history import Driver
 from projections import rebuild
+from projections.base.postgres import ReadModel
+from projections.base.runner import ProjectionFailed, apply_page, exclusive, open_view
 from projections.catalog import PROJECTIONS, by_name
 from projections.lanes import Lane
 from projections.ledger_postings import Postings
 from projections.live import ProjectionWorker
-from projections.postgres import ReadModel
 from projections.rebuild import replay_all
-from projections.runner import ProjectionFailed, apply_page, exclusive, open_view
 from tests.projections.scenario import populate
 from tests.projections.support import run_cli as run
 

@@ -12,9 +12,9 @@ import pytest
 from application.ledger import Ledger
 from application.use_cases import UseCases
 from bench.history import Driver
+from projections.base.runner import exclusive
 from projections.catalog import PROJECTIONS, by_name
 from projections.rebuild import groups, rebuild_apart
-from projections.runner import exclusive
 from tests.projections.runner_support import NAMES, projection_rows
 from tests.projections.scenario import populate
 from tests.projections.support import run_cli as run

@@ -18,10 +18,10 @@ import pytest
 from application.credentials import VAR_ENV
 from application.store.database import DATABASE_URL_ENV
 from projections import status
+from projections.base.runner import handles
 from projections.catalog import PROJECTIONS, READ_MODELS
 from projections.live import MAX_RETRY_SECONDS, ProjectionWorker
 from projections.read_models import ReadModelsProjection
-from projections.runner import handles
 from tests.projections.audit_support import Flows, catch_up, new_ledger, own_database, query
 from tests.projections.stall_support import eventually, failures, head_of, insert_unappliable_event, log_app
 from tests.projections.support import run_cli as run

@@ -45,9 +45,9 @@ from application.use_cases import UseCases
 from bench.clock import FakeClock
 from domain.errors import DomainError, InsufficientReserve
 from domain.transaction import Status, Transaction, TransactionType
+from projections.base.runner import ProjectionSpec, open_view, replay
 from projections.ledger_postings import Postings, PostingsProjection
 from projections.reserve_positions import read_positions
-from projections.runner import ProjectionSpec, open_view, replay
 
 SETTINGS = load_settings()
 ADDRESS_BOOK = Bip32AddressBook(SETTINGS.cryptos)

@@ -22,8 +22,8 @@ import psutil
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from projections.base.runner import APPLICATION, open_view
 from projections.catalog import PROJECTIONS
-from projections.runner import APPLICATION, open_view
 from tests.e2e.support import (
     Api,
     active_customer,

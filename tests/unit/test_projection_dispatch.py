@@ -9,10 +9,10 @@ from uuid import uuid4
 from eventsourcing.persistence import Notification, Tracking
 
 from projections.audit_chain import AuditChainProjection
+from projections.base.runner import handles, process
 from projections.callbacks.projection import CallbackOutboxProjection
 from projections.ledger_postings import PostingsProjection
 from projections.read_models import ReadModelsProjection
-from projections.runner import handles, process
 
 RESERVED = "domain.limits:LimitWindow.Reserved"
 STAGED = "domain.transaction:Transaction.Staged"

@@ -10,12 +10,12 @@ from psycopg_pool import ConnectionPool
 
 from application.settings import Settings
 from interface.transactions.callback_bodies import renderer
+from projections.base.runner import open_view
 from projections.callbacks.delivery import DeliveryConfig, DeliveryWorker
 from projections.callbacks.outbox import DeliveryStore
 from projections.callbacks.projection import CallbackOutbox
 from projections.callbacks.urls import CallbackUrlPolicy
 from projections.catalog import CALLBACK_OUTBOX
-from projections.runner import open_view
 from tests.projections.callbacks.support import FAST, SECRET, callback_settings
 
 

@@ -14,11 +14,11 @@ from application.ledger import Ledger
 from application.settings import DEFAULT_SETTINGS, Settings, load_settings
 from application.use_cases import UseCases
 from domain.transaction import Transaction
+from projections.base.runner import replay
 from projections.callbacks.delivery import DeliveryConfig, DeliveryWorker
 from projections.callbacks.outbox import DeliveryRecord, DeliveryStore
 from projections.callbacks.projection import CallbackOutbox
 from projections.catalog import CALLBACK_OUTBOX
-from projections.runner import replay
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # base64 of 24 bytes
 SELL_METHOD_HOOK = "http://127.0.0.1:9/sell-hooks"  # nothing listens on the discard port

@@ -28,8 +28,8 @@ from application.store.database import (
     pool_settings,
 )
 from application.store.log import EVENTS_SCHEMA, LedgerLog
-from projections.connection import lend, locked, unlock
-from projections.postgres import READ_SCHEMA, ReadModel
+from projections.base.connection import lend, locked, unlock
+from projections.base.postgres import READ_SCHEMA, ReadModel
 
 APPLICATION = LedgerLog.name
 PAGE = 500  # events per transaction, at most

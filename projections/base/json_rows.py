@@ -1,5 +1,5 @@
 """Rows sent to PostgreSQL as one JSON parameter per statement: how the projections' page helpers
-(`projections.postgres`) write a page's rows, and pass a page's ids.
+(`projections.base.postgres`) write a page's rows, and pass a page's ids.
 
 msgspec writes the JSON in C and PostgreSQL reads it, on a core of its own; psycopg would dump each value
 of per-column arrays (`unnest(%b::type[], ...)`) in Python, which cost more than all the rest of writing a

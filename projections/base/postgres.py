@@ -13,7 +13,7 @@ projection reads and writes again and again (`page_rows`): read once for the who
 date by the projection's own writes, and forgotten with the batch (committed or rolled back). `end_batch`
 sends a batch's last writes and its position without waiting for the answer, which the end of the batch
 reads: a rebuild ends each projection's batch of a page in turn, and PostgreSQL writes one while Python
-computes the next. Rows are sent as JSON (`projections.json_rows`): see there why.
+computes the next. Rows are sent as JSON (`projections.base.json_rows`): see there why.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from psycopg.abc import Query
 from psycopg.rows import DictRow, dict_row
 from psycopg.sql import SQL, Composed, Identifier
 
-from projections.json_rows import as_json
+from projections.base.json_rows import as_json
 
 READ_SCHEMA = "read"
 CREATE_INDEX = re.compile(r'\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+"?([^"\s]+)"?\s+ON\s', re.I)
