@@ -49,7 +49,6 @@ from interface.features import FEATURES
 from interface.http.auth import FailedAttempts, TokenService
 from interface.http.bodies import StrictJsonRequest
 from interface.http.body_checks import BodyChecks
-from interface.http.common import LedgerResponse, allow_every_method
 from interface.http.heavy_reads import HeavyReads, HeavyReadsMiddleware, heavy_pools
 from interface.http.observability import ObservedLitestar, metrics
 from interface.http.problems import EXCEPTION_HANDLERS
@@ -61,6 +60,7 @@ from interface.http.read_your_writes import (
     WritePositions,
 )
 from interface.http.request_head import StorableTextMiddleware
+from interface.http.responses import LedgerResponse, allow_every_method
 from interface.http.security import UNAUTHENTICATED_PATHS, BearerAuthentication
 from interface.http.settings import ApiSettings, load_service_settings
 from interface.idempotency.keys import MAX_BODY, IdempotencyStore
@@ -315,11 +315,12 @@ async def use_case_threads() -> None:
 
 
 def dependencies(runtime: Runtime) -> dict[str, Provide]:
-    """What the routes are handed by name (`interface.http.common`): each feature's use cases, the ledger's
-    settings and clock, the readers of the read models, the token issuance, the callbacks' deliveries, the
-    heavy reads, what health and metrics read and the console's sessions; all built once (`build_runtime`),
-    but the order desk, new for each request (it checks a requested callback URL once for the request).
-    This is the one way a route is given anything: no module but this one reads the app's state."""
+    """What the routes are handed by name (`interface.http.dependencies`): each feature's use cases, the
+    ledger's settings and clock, the readers of the read models, the token issuance, the callbacks'
+    deliveries, the heavy reads, what health and metrics read and the console's sessions; all built once
+    (`build_runtime`), but the order desk, new for each request (it checks a requested callback URL once for
+    the request). This is the one way a route is given anything: no module but this one reads the app's
+    state."""
     use_cases = runtime.use_cases
 
     def new_desk() -> OrderDesk:

@@ -14,19 +14,9 @@ from interface.alternative.shapes import (
     Execution,
     SellStatusUpdate,
 )
-from interface.http.common import (
-    AlternativeDep,
-    BuysDep,
-    ClockDep,
-    IdempotencyKey,
-    SellsDep,
-    SettingsDep,
-    code_parameter,
-    principal,
-    problems,
-    unit_of,
-    version_header,
-)
+from interface.http.dependencies import AlternativeDep, BuysDep, ClockDep, SellsDep, SettingsDep, principal
+from interface.http.documented import IdempotencyKey, code_parameter, problems, version_header
+from interface.http.request_writes import unit_of
 from interface.http.security import BROKER, OPERATOR, authorize, roles
 from interface.idempotency.keys import code_for
 from interface.shared import transaction_presenters as presenters

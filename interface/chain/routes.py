@@ -5,15 +5,9 @@ from litestar.params import JSONBody
 
 from application.commands import DepositReport, SendoutReport
 from interface.chain.shapes import ChainDeposit, ChainSendout
-from interface.http.common import (
-    IdempotencyKey,
-    SettingsDep,
-    SettlementDep,
-    principal,
-    problems,
-    unit_of,
-    version_header,
-)
+from interface.http.dependencies import SettingsDep, SettlementDep, principal
+from interface.http.documented import IdempotencyKey, problems, version_header
+from interface.http.request_writes import unit_of
 from interface.http.security import OPERATOR, authorize, roles
 from interface.shared import transaction_presenters as presenters
 from interface.shared import transaction_shapes as r

@@ -9,17 +9,9 @@ from litestar.params import JSONBody
 from interface.customers import presenters
 from interface.customers import shapes as r
 from interface.customers.shapes import AccountCreate, CustomerCreate, CustomerUpdate
-from interface.http.common import (
-    CustomersDep,
-    IdempotencyKey,
-    LimitsDep,
-    SettingsDep,
-    code_parameter,
-    principal,
-    problems,
-    unit_of,
-    version_header,
-)
+from interface.http.dependencies import CustomersDep, LimitsDep, SettingsDep, principal
+from interface.http.documented import IdempotencyKey, code_parameter, problems, version_header
+from interface.http.request_writes import unit_of
 from interface.http.security import AUDITOR, BROKER, authorize, roles
 from interface.http.shapes import EXAMPLE_CUSTOMER
 from interface.shared.query_parameters import moment, moment_of

@@ -3,11 +3,11 @@ write, not for the whole event log.
 
 Around each POST and PUT of an authenticated partner, `ReadYourWritesMiddleware` opens the request's writes, a
 `RequestWrites` (`application/store/request_writes.py`), in the ASGI scope's state (`open_unit_of_work`),
-where the route finds it (`unit_of`, both in `interface/http/common.py`) and hands it to the use case; the use
-case's saves raise its position to the last notification id they recorded. Before the answer leaves, that
-position is kept in `api.write_positions`, one row per partner, so every worker and replica sees it: by the
-group committer in the transaction of the events themselves (`WritePositions.kept_with_events`), or else by
-the middleware, in a statement of its own. Every read of a read model then waits, boundedly, until the read
+where the route finds it (`unit_of`, both in `interface/http/request_writes.py`) and hands it to the use case;
+the use case's saves raise its position to the last notification id they recorded. Before the answer leaves,
+that position is kept in `api.write_positions`, one row per partner, so every worker and replica sees it: by
+the group committer in the transaction of the events themselves (`WritePositions.kept_with_events`), or else
+by the middleware, in a statement of its own. Every read of a read model then waits, boundedly, until the read
 model has processed that position (`holds_write`, the one way the reads of transactions and of reserves wait);
 a partner that has written nothing waits for nothing, and an answer a read model cannot give completely yet is
 refused (`read_model_behind`).
@@ -42,8 +42,8 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from application.store.faults import PersistenceError
-from interface.http.common import open_unit_of_work
 from interface.http.problems import ApiProblem
+from interface.http.request_writes import open_unit_of_work
 
 log = logging.getLogger("broker_ledger.reading")
 POOL_WAIT_SECONDS = 3

@@ -65,7 +65,7 @@ from application.store.binary_arrays import (
     TimestamptzArray,
     columns,
 )
-from interface.http.common import principal
+from interface.http.dependencies import principal
 from interface.http.problems import ApiProblem
 from interface.idempotency.statement_batches import StatementBatches
 

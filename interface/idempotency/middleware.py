@@ -43,8 +43,8 @@ from psycopg_pool import PoolTimeout
 
 from application.store.faults import PersistenceError
 from application.store.request_writes import FirstSaveStatements
-from interface.http.common import open_unit_of_work
 from interface.http.problems import PROBLEM_JSON, REFUSED_BEFORE_EXECUTION, ApiProblem, problem_response
+from interface.http.request_writes import open_unit_of_work
 from interface.http.security import authorize_route
 from interface.idempotency.keys import (
     HEADER,

@@ -8,7 +8,8 @@ from litestar.openapi.spec import Example
 from litestar.params import Parameter
 
 from domain.pricing import Price
-from interface.http.common import ClockDep, DeskDep, problems, version_header
+from interface.http.dependencies import ClockDep, DeskDep
+from interface.http.documented import problems, version_header
 from interface.http.security import BROKER, OPERATOR, authorize, roles
 from interface.prices import shapes as r
 

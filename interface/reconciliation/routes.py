@@ -26,7 +26,8 @@ from litestar.params import QueryParameter
 
 from application.settings import Settings
 from domain.money import WIDE
-from interface.http.common import SettingsDep, principal, version_header
+from interface.http.dependencies import SettingsDep, principal
+from interface.http.documented import version_header
 from interface.http.heavy_reads import HEAVY_READ
 from interface.http.problems import ApiProblem
 from interface.http.read_your_writes import ReadPools, WritePositions

@@ -12,8 +12,10 @@ from litestar.params import JSONBody
 
 from application.commands import AdjustmentRequest
 from domain.reserves import ReserveAdjustment as Adjustment
-from interface.http.common import IdempotencyKey, ReservesDep, principal, problems, unit_of, version_header
+from interface.http.dependencies import ReservesDep, principal
+from interface.http.documented import IdempotencyKey, problems, version_header
 from interface.http.heavy_reads import HEAVY_READ
+from interface.http.request_writes import unit_of
 from interface.http.security import AUDITOR, BROKER, OPERATOR, authorize, roles
 from interface.reserves import shapes as s
 from interface.reserves.presenters import reserves_body

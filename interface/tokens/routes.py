@@ -11,7 +11,7 @@ from litestar.enums import RequestEncodingType
 from litestar.handlers.base import BaseRouteHandler
 from litestar.params import Body
 
-from interface.http.common import problems
+from interface.http.documented import problems
 from interface.http.problems import ApiProblem, RequestRefused
 from interface.shared.token_issuance import TokenIssuance
 from interface.tokens.shapes import Token, TokenForm

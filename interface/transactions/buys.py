@@ -3,16 +3,9 @@ from __future__ import annotations
 from litestar import Controller, Request, post
 from litestar.params import JSONBody
 
-from interface.http.common import (
-    BuysDep,
-    ClockDep,
-    IdempotencyKey,
-    SettingsDep,
-    principal,
-    problems,
-    unit_of,
-    version_header,
-)
+from interface.http.dependencies import BuysDep, ClockDep, SettingsDep, principal
+from interface.http.documented import IdempotencyKey, problems, version_header
+from interface.http.request_writes import unit_of
 from interface.http.security import BROKER, authorize, roles
 from interface.idempotency.keys import code_for
 from interface.shared import transaction_presenters as presenters

@@ -8,7 +8,8 @@ from typing import Annotated
 from litestar import Controller, Request, get
 from litestar.di import NamedDependency
 
-from interface.http.common import HistoryDep, code_parameter, principal, problems, version_header
+from interface.http.dependencies import HistoryDep, principal
+from interface.http.documented import code_parameter, problems, version_header
 from interface.http.security import AUDITOR, BROKER, authorize, roles
 from interface.transactions import callback_bodies as callbacks
 from interface.transactions.callback_shapes import CallbackDeliveries

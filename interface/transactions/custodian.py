@@ -8,17 +8,9 @@ from litestar.params import JSONBody
 
 from application.settings import Settings
 from domain.transaction import Transaction
-from interface.http.common import (
-    BuysDep,
-    IdempotencyKey,
-    SettingsDep,
-    SettlementDep,
-    code_parameter,
-    principal,
-    problems,
-    unit_of,
-    version_header,
-)
+from interface.http.dependencies import BuysDep, SettingsDep, SettlementDep, principal
+from interface.http.documented import IdempotencyKey, code_parameter, problems, version_header
+from interface.http.request_writes import unit_of
 from interface.http.security import BROKER, OPERATOR, authorize, roles
 from interface.shared import transaction_presenters as presenters
 from interface.shared import transaction_shapes as r

@@ -12,14 +12,8 @@ from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 
 from application.history import History
-from interface.http.common import (
-    HistoryDep,
-    SettingsDep,
-    code_parameter,
-    principal,
-    problems,
-    version_header,
-)
+from interface.http.dependencies import HistoryDep, SettingsDep, principal
+from interface.http.documented import code_parameter, problems, version_header
 from interface.http.heavy_reads import HEAVY_READ
 from interface.http.security import AUDITOR, BROKER, authorize, roles
 from interface.shared import transaction_presenters as presenters

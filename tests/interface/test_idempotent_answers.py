@@ -10,7 +10,7 @@ import uuid
 import psycopg
 import pytest
 
-from interface.http import idempotency
+from interface.idempotency import keys as idempotency
 from interface.idempotency.keys import IdempotencyStore
 from tests.in_process import InProcessClient
 

@@ -21,8 +21,8 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from interface.http import idempotency
 from interface.http.problems import ApiProblem
+from interface.idempotency import keys as idempotency
 from interface.idempotency.keys import Claim, IdempotencyStore, StoredResponse
 from tests.resilience.cluster import PrivateCluster
 
