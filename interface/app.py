@@ -28,17 +28,16 @@ from application.store.database import (
     IDLE_SECONDS,
     RECONNECT_SECONDS,
     api_pools,
-    check_if_stale,
     check_if_stale_async,
+    checked_pool,
     ensure_schema,
     eventsourcing_env,
-    note_use,
     note_use_async,
     pool_settings,
     resolve_database_url,
     tagged,
 )
-from application.store.hung_servers import TrackedAsyncConnection, TrackedConnection
+from application.store.hung_servers import TrackedAsyncConnection
 from application.sweeper import ExpirySweeper
 from application.use_cases import UseCases
 from interface.api_document.openapi import openapi_config
@@ -192,7 +191,7 @@ def build_runtime(
         callback_urls=CallbackUrlPolicy(settings.callback_http_hosts),  # a requested URL's host resolved
     )
     credentials = load_or_create_credentials(loaded, var, token_key=environment.token_key)
-    pool = api_pool(url, sizes.api, "api")  # idempotency leases, callbacks, health, the reserves
+    pool = checked_pool(url, sizes.api, "api")  # idempotency leases, callbacks, health, the reserves
     # the requests' claims and answers of idempotency keys, on the event loop (opened with the app); each
     # statement commits by itself, with no BEGIN and COMMIT round trips around it
     async_pool = AsyncConnectionPool(
@@ -219,7 +218,7 @@ def build_runtime(
     console_records.create_table()
     write_positions.kept_with_events(ledger)  # no statement of its own per write
     read_url = environment.read_servers_url
-    read_pool = None if read_url is None else api_pool(read_url, sizes.api, f"{ON_READ_SERVERS} api")
+    read_pool = None if read_url is None else checked_pool(read_url, sizes.api, f"{ON_READ_SERVERS} api")
     tokens = TokenService(loaded.api.tokens, credentials.signing_key, clock)
     failed_attempts = FailedAttempts()
     issuance = TokenIssuance(credentials, tokens, failed_attempts)
@@ -261,25 +260,6 @@ def build_runtime(
         workers=projection_workers(environment, url),
         read_url=read_url,
         read_pool=read_pool,
-    )
-
-
-def api_pool(url: str, size: int, name: str) -> ConnectionPool:
-    """A pool of the API's own reads and writes (idempotency leases, callbacks, health, the reserves): a
-    request waits at most 3 s for a connection, checked before use when it was idle (`check_if_stale`), so
-    a database restart does not fail the next requests on dead connections and a busy pool pays no round
-    trip per loan."""
-    return ConnectionPool(
-        tagged(url, name),
-        min_size=0,
-        max_size=size,
-        open=True,
-        timeout=3,
-        max_idle=IDLE_SECONDS,
-        reconnect_timeout=RECONNECT_SECONDS,
-        connection_class=TrackedConnection,
-        check=check_if_stale,
-        reset=note_use,
     )
 
 

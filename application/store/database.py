@@ -399,6 +399,27 @@ def _stale(conn: Any) -> bool:
     return time.monotonic() - getattr(conn, "_broker_ledger_used_at", 0.0) > STALE_SECONDS
 
 
+def checked_pool(url: str, size: int, name: str) -> ConnectionPool:
+    """A pool of the API's own (its idempotency leases, callbacks, health, the reserves; the heavy reads'):
+    at most `size` connections, opened as used and closed after IDLE_SECONDS unused, named `name` in
+    pg_stat_activity; a request waits at most 3 s for one, checked before use when it was idle
+    (`check_if_stale`), so a database restart does not fail the next requests on dead connections and a busy
+    pool pays no round trip per loan; a failing connection attempt is given up after RECONNECT_SECONDS, and
+    its connections are cut if their server hangs (`application.store.hung_servers`)."""
+    return ConnectionPool(
+        tagged(url, name),
+        min_size=0,
+        max_size=size,
+        open=True,
+        timeout=3,
+        max_idle=IDLE_SECONDS,
+        reconnect_timeout=RECONNECT_SECONDS,
+        connection_class=TrackedConnection,
+        check=check_if_stale,
+        reset=note_use,
+    )
+
+
 def check_if_stale(conn: psycopg.Connection[Any]) -> None:
     """A `check` for a `ConnectionPool` (with `reset=note_use`)."""
     if _stale(conn):

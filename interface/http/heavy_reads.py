@@ -38,8 +38,7 @@ from litestar.middleware import ASGIMiddleware
 from litestar.types import ASGIApp, Receive, Scope, Send
 from psycopg_pool import ConnectionPool
 
-from application.store.database import IDLE_SECONDS, RECONNECT_SECONDS, check_if_stale, note_use, tagged
-from application.store.hung_servers import TrackedConnection
+from application.store.database import checked_pool
 from domain.errors import quoted_text
 from interface.http.problems import ApiProblem
 from interface.http.read_your_writes import ON_READ_SERVERS, ReadPools
@@ -131,18 +130,7 @@ class HeavyReads:
 def heavy_pool(database_url: str, connections: int, name: str = "heavy-reads") -> ConnectionPool:
     """The heavy reads' own connections (at most `connections`, opened as needed, closed when idle, named
     `name` in pg_stat_activity), so that they never hold the API's pool, which /health reads on."""
-    return ConnectionPool(
-        tagged(database_url, name),
-        min_size=0,
-        max_size=connections,
-        open=True,
-        timeout=3,
-        max_idle=IDLE_SECONDS,
-        reconnect_timeout=RECONNECT_SECONDS,
-        connection_class=TrackedConnection,
-        check=check_if_stale,
-        reset=note_use,
-    )
+    return checked_pool(database_url, connections, name)
 
 
 def heavy_pools(url: str, read_url: str | None, connections: int) -> ReadPools:
