@@ -9,6 +9,8 @@ COPY projections projections
 COPY settings settings
 # the API guide: the API document's examples are read from it (interface/api_document/examples.py)
 COPY docs/api.md docs/api.md
+# the analysts' guide: the read schema's comments are read from it (projections/comments.py)
+COPY docs/analytics.md docs/analytics.md
 RUN pip install --no-cache-dir -e . && useradd --system --home /app ledger && mkdir -p /var/lib/broker-ledger \
     && chown ledger /var/lib/broker-ledger
 USER ledger

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from domain.transaction import Resolution
+
 
 @dataclass(frozen=True)
 class BuyRequest:
@@ -48,6 +50,15 @@ class DepositReport:
     tx_id: str
     crypto_amount: Decimal
     confirmations: int
+
+
+@dataclass(frozen=True)
+class ResolutionRequest:
+    """The operator's resolution of a BLOCKED sell or a late payment (contract-notes.md)."""
+
+    resolution: Resolution
+    reason: str
+    refund_address: str | None = None
 
 
 @dataclass(frozen=True)

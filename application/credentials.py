@@ -158,6 +158,13 @@ class Credentials:
         return self._callback_secrets[partner]
 
     @cached_property
+    def callback_key(self) -> bytes:
+        """The key the partners' rotated callback secrets are derived from (`projections.callbacks.secrets`):
+        the HMAC of a fixed label under the stored secret-hash key, so the same in every process that shares
+        this var directory, and never the key itself."""
+        return self._hasher.derived_key(b"broker-ledger callback secrets v1")
+
+    @cached_property
     def _dummy_hash(self) -> str:
         return self._hasher.dummy_hash()
 

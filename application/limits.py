@@ -16,6 +16,7 @@ every `asOf`), read from the transactions' events in one query."""
 from __future__ import annotations
 
 import itertools
+from collections import defaultdict
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -73,6 +74,18 @@ class Limits:
             )
             window.release(order.code, order.limit_amount)
             windows.append(window)
+        return windows
+
+    def taken_again(self, transaction: Transaction, customer: Customer, order: Order) -> list[LimitWindow]:
+        """The windows of the transaction's order with its reservation given back and `order`'s amount
+        reserved instead (unsaved), as a BLOCKED sell priced again on the amount received takes them;
+        `TrustLevelLimitExceeded` if over."""
+        settings = self.context.settings
+        level = settings.trust_levels[customer.trust_level]
+        windows = self.release(transaction)
+        for window in windows:
+            limit = level.limit(window.direction, window.period)
+            window.reserve(order.code, order.limit_amount, limit, settings.base_currency)
         return windows
 
     def window(
@@ -164,31 +177,46 @@ class Limits:
         times = self._times_of_changes(partner, events)
         upto = []
         for event in events:
-            when = times.get((type(event).__name__, getattr(event, "transaction_code", None)))
+            of_change = times.get((type(event).__name__, getattr(event, "transaction_code", None)))
+            when = of_change.pop(0) if of_change else None  # a transaction's changes in their order
             if when is not None and when > at:
                 break
             upto.append(event)
         return rebuilt(upto) if any(not isinstance(e, LimitWindow.Opened) for e in upto) else None
 
-    def _times_of_changes(self, partner: str, events: list[Any]) -> dict[tuple[str, str], datetime]:
-        """By (event name, transaction code): when the transaction change a window's event rode with
-        happened: its creation for `Reserved`, its cancellation for `Released`."""
+    def _times_of_changes(self, partner: str, events: list[Any]) -> dict[tuple[str, str], list[datetime]]:
+        """By (event name, transaction code), in their order: when each change of the transaction that a
+        window's event rode with happened (`window_moves`)."""
         codes = {e.transaction_code for e in events if hasattr(e, "transaction_code")}
         ids = {Transaction.create_id(partner, code): code for code in codes}
-        times: dict[tuple[str, str], datetime] = {}
+        times: dict[tuple[str, str], list[datetime]] = defaultdict(list)
         for aggregate_id, history in self.store.histories_of(list(ids)).items():
             code = ids[aggregate_id]
-            times["Reserved", code] = happened_at(history[0])
             transaction = None
             for event in history:
+                before = transaction.status if transaction is not None else None
                 transaction = event.mutate(transaction)
-                if transaction.status == Status.CANCELLED:
-                    times["Released", code] = happened_at(event)
-                    break
+                for name in window_moves(before, event, transaction.status):
+                    times[name, code].append(happened_at(event))
         return times
 
     def _events(self, aggregate_id: UUID) -> list[Any]:
         return self.store.events_of(aggregate_id)
+
+
+def window_moves(before: Status | None, event: Any, after: Status) -> tuple[str, ...]:
+    """The window events (by name, in their order) that ride with a transaction's event: its creation
+    reserves; a cancellation, and a refund of a BLOCKED sell, release; a BLOCKED sell's amount accepted
+    releases the old reservation and reserves the new one."""
+    if before is None:
+        return ("Reserved",)
+    if isinstance(event, Transaction.ReceivedAccepted):
+        return ("Released", "Reserved")
+    if after == Status.CANCELLED and before != Status.CANCELLED:
+        return ("Released",)
+    if before == Status.BLOCKED and after in (Status.REFUNDING, Status.REFUNDED):
+        return ("Released",)
+    return ()
 
 
 def window_reads(partner: str, customer_code: str, direction: str, at: datetime) -> list[LatestOf]:

@@ -62,6 +62,10 @@ class SecretHasher:
         """The stored form of `secret`: `hmac-sha256$` and the base64 of its HMAC under the server key."""
         return HMAC_PREFIX + base64.b64encode(self._digest(secret)).decode()
 
+    def derived_key(self, label: bytes) -> bytes:
+        """A key of its own for another use, named by `label`: HMAC-SHA-256 of it under the server key."""
+        return hmac.new(self._key, label, hashlib.sha256).digest()
+
     def dummy_hash(self) -> str:
         """A stored form no secret will match, to check unknown clients against."""
         return self.hash(secrets.token_urlsafe(32))

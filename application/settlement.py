@@ -10,6 +10,7 @@ from application.changes import TransactionChanges
 from application.commands import DepositReport, SendoutReport
 from application.context import Context
 from application.request_checks import problems_of, refuse_all
+from application.store.actors import service_actor
 from application.store.request_writes import RequestWrites
 from domain.chain_reports import Dispute, DisputedReport, ReportedTransfer, dispute_of
 from domain.deposits import DepositAddress
@@ -23,6 +24,8 @@ from domain.errors import (
 from domain.money import DIGITS_AFTER_POINT, Asset
 from domain.pricing import check_amount
 from domain.transaction import ChainPayment, Transaction
+
+EXPIRY_SWEEPER = service_actor("expiry-sweeper")
 
 
 class Settlement:
@@ -71,12 +74,13 @@ class Settlement:
             payment,
             lambda tx, at: tx.report_deposit(payment, required, payouts, at),
             unit,
+            recorded=lambda tx: tx.payment,
         )
 
     def report_sendout(
         self, partner: str, report: SendoutReport, *, unit: RequestWrites | None = None
     ) -> Transaction:
-        """Our sendout of a buy's crypto, with its confirmations so far."""
+        """Our sendout of a buy's crypto, or of a sell's refund, with its confirmations so far."""
         payment = ChainPayment(report.tx_id, report.confirmations)
         transfer = ReportedTransfer(
             "sendout", report.tx_id, report.confirmations, transaction_code=report.transaction_code
@@ -86,7 +90,9 @@ class Settlement:
             required = self.context.settings.cryptos[transaction.order.crypto].required_confirmations
             transaction.report_sendout(payment, required, at)
 
-        return self._apply_report(partner, report.transaction_code, transfer, payment, record, unit)
+        return self._apply_report(
+            partner, report.transaction_code, transfer, payment, record, unit, recorded=_sendout_of
+        )
 
     def _apply_report(
         self,
@@ -96,6 +102,8 @@ class Settlement:
         payment: ChainPayment,
         command: Callable[[Transaction, datetime], None],
         unit: RequestWrites | None,
+        *,
+        recorded: Callable[[Transaction], ChainPayment | None],
     ) -> Transaction:
         """Applies a chain report to its transaction, answering as the transaction does (a refusal is raised
         again); a report that changed nothing because it disagrees with the recorded transfer, or names no
@@ -103,7 +111,7 @@ class Settlement:
         disputes: list[Dispute | None] = [None]
 
         def record(transaction: Transaction, at: datetime) -> None:
-            disputes[0] = dispute_of(transaction.payment, payment)
+            disputes[0] = dispute_of(recorded(transaction), payment)
             command(transaction, at)
 
         try:
@@ -126,7 +134,7 @@ class Settlement:
         request then refuses; the request's position is raised to it, so that the partner's next read (a
         reconciliation) waits for it."""
         disputed = DisputedReport.create_id(partner, reason.value, transfer)
-        own = RequestWrites(partner)
+        own = RequestWrites(partner, unit.actor if unit is not None else None)
         for attempt in self.store.attempts():
             with attempt:
                 if self.store.find(disputed) is None:
@@ -165,5 +173,11 @@ class Settlement:
         )
 
     def expire(self, partner: str, code: str) -> Transaction:
-        """Cancels one staged buy or unpaid sell past its validUntil, giving back its limits."""
-        return self.changes.apply(partner, code, Transaction.expire, release_limits=True)
+        """Cancels one staged buy or unpaid sell past its validUntil, giving back its limits: a decision of
+        the service's expiry sweeper, whose events say so (`application.store.actors`)."""
+        unit = RequestWrites(partner, EXPIRY_SWEEPER)
+        return self.changes.apply(partner, code, Transaction.expire, release_limits=True, unit=unit)
+
+
+def _sendout_of(transaction: Transaction) -> ChainPayment | None:
+    return transaction.recorded_sendout

@@ -7,6 +7,7 @@
 | buys: simulate, create, commit                        | `application.buys`        |
 | sells: simulate, create                               | `application.sells`       |
 | chain reports, payouts, expiry of one                 | `application.settlement`  |
+| the operator's resolutions: accept, refund            | `application.resolutions` |
 | the alternative endpoints' flows                      | `application.alternative` |
 | reserve adjustments                                   | `application.reserves`    |
 | a transaction, its history, its state at a time       | `application.history`     |
@@ -34,6 +35,7 @@ from application.limits import Limits
 from application.orders import OrderDesk
 from application.ports import AddressBook, CallbackUrlCheck, PriceSource
 from application.reserves import Reserves
+from application.resolutions import Resolutions
 from application.sells import Sells
 from application.settlement import Settlement
 
@@ -47,6 +49,7 @@ class UseCases:
     buys: Buys
     sells: Sells
     settlement: Settlement
+    resolutions: Resolutions
     alternative: AlternativeFlows
     reserves: Reserves
     history: History
@@ -74,6 +77,7 @@ class UseCases:
             buys=buys,
             sells=Sells(context, limits),
             settlement=settlement,
+            resolutions=Resolutions(context, limits),
             alternative=AlternativeFlows(context, buys, settlement, changes),
             reserves=Reserves(context),
             history=History(ledger.store),

@@ -284,8 +284,9 @@ class ReserveChange:
 # The transaction events that change a reserve (as the ledger postings post them, see
 # projections.posting_rules), by name: a sell's payment received (ToPayout), whether to the right amount
 # (Blocked: another amount) or late (PaidLate), its payout (PaidOut), and a completion (a buy's sendout; a
-# sell of a partner without Payouts: received and paid out at once).
-TRADE_EVENTS = ("Completed", "ToPayout", "PaidOut", "Blocked", "PaidLate")
+# sell of a partner without Payouts: received and paid out at once); a BLOCKED sell's amount accepted (paid
+# out at once without Payouts), and a refund's sendout (the amount and its network fee leave the wallet).
+TRADE_EVENTS = ("Completed", "ToPayout", "PaidOut", "Blocked", "PaidLate", "ReceivedAccepted", "Refunded")
 
 
 def reserve_event_topics() -> list[str]:
@@ -327,6 +328,10 @@ def _trade_changes(name: str, order: Order, domain_event: Any) -> list[ReserveCh
         return [hot_wallet(quote.crypto_amount)]
     if name == "PaidOut":
         return [bank(-quote.fiat_value)]
+    if name == "ReceivedAccepted":  # the crypto came in when it was Blocked
+        return [] if domain_event.to_payout else [bank(-quote.fiat_value)]
+    if name == "Refunded":
+        return [hot_wallet(-(domain_event.amount + domain_event.network_fee))]
     received = domain_event.payment.amount  # Blocked, PaidLate: what arrived, whatever the quote said
     return [hot_wallet(received)] if received else []
 

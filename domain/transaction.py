@@ -1,8 +1,6 @@
-"""The transaction: a broker buy or a broker sell, and the state machines they move along.
+"""The transaction: a broker buy or a broker sell, moving along the state machines of
+`domain.transaction_states`.
 
-Buy:  Staged -> Sending (commit) -> COMPLETED (sendout confirmed on chain); Staged -> CANCELLED.
-Sell: Initiated -> Confirming -> ToPayout | COMPLETED -> PayoutConfirming -> COMPLETED;
-      Initiated -> BLOCKED (payment of another amount) | CANCELLED (no payment before validUntil).
 A quote holds up to and including its validUntil (`quote_is_valid`, the one rule of time for both types): a
 buy is committed and a sell's payment is first seen within it, or not at all. A payment first seen after it
 is recorded against the expired sell (`PaidLate`, CANCELLED) as a payment to refund, never paid out.
@@ -11,10 +9,10 @@ Every command checks first and records after; a refused command raises a named e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from enum import StrEnum
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -28,46 +26,7 @@ from domain.errors import (
 )
 from domain.ids import business_id
 from domain.pricing import Quote
-
-
-class TransactionType(StrEnum):
-    BUY = "BROKERBUY"
-    SELL = "BROKERSELL"
-
-
-class Status(StrEnum):
-    SIMULATED = "SIMULATED"
-    STAGED = "Staged"
-    SENDING = "Sending"
-    INITIATED = "Initiated"
-    CONFIRMING = "Confirming"
-    TO_PAYOUT = "ToPayout"
-    PAYOUT_CONFIRMING = "PayoutConfirming"
-    COMPLETED = "COMPLETED"
-    BLOCKED = "BLOCKED"
-    CANCELLED = "CANCELLED"
-
-
-ALLOWED_TRANSITIONS: dict[TransactionType, set[tuple[Status, Status]]] = {
-    TransactionType.BUY: {
-        (Status.STAGED, Status.SENDING),
-        (Status.STAGED, Status.CANCELLED),
-        (Status.SENDING, Status.COMPLETED),
-    },
-    TransactionType.SELL: {
-        (Status.INITIATED, Status.CONFIRMING),
-        (Status.INITIATED, Status.TO_PAYOUT),
-        (Status.INITIATED, Status.COMPLETED),
-        (Status.INITIATED, Status.BLOCKED),
-        (Status.INITIATED, Status.CANCELLED),
-        (Status.CONFIRMING, Status.TO_PAYOUT),
-        (Status.CONFIRMING, Status.COMPLETED),
-        (Status.TO_PAYOUT, Status.PAYOUT_CONFIRMING),
-        (Status.TO_PAYOUT, Status.COMPLETED),
-        (Status.PAYOUT_CONFIRMING, Status.COMPLETED),
-    },
-}
-FINAL_STATUSES = frozenset({Status.COMPLETED, Status.CANCELLED, Status.BLOCKED})
+from domain.transaction_states import FINAL_STATUSES, Resolution, Status, TransactionType
 
 
 def quote_is_valid(valid_until: datetime, at: datetime) -> bool:
@@ -116,6 +75,14 @@ def balance_mutation(order: Order) -> tuple[Decimal, Decimal]:
 
 
 class Transaction(Aggregate):
+    # what a resolution records (class defaults: a transaction recorded before resolutions existed has none)
+    resolution: Resolution | None = None
+    resolution_reason: str | None = None
+    refund_address: str | None = None
+    refund_amount: Decimal | None = None  # what is sent back: the amount received less the network fee
+    refund_network_fee: Decimal | None = None
+    refund_payment: ChainPayment | None = None  # the refund's sendout, as the watcher reported it
+
     @staticmethod
     def create_id(partner: str, code: str, **_: object) -> UUID:
         return business_id("transaction", partner, code)
@@ -226,8 +193,11 @@ class Transaction(Aggregate):
         self.updated = at
 
     def report_sendout(self, payment: ChainPayment, required: int, at: datetime) -> None:
-        """Our sendout of a buy seen on chain; confirmed with `required` confirmations it completes."""
-        self._require(TransactionType.BUY, "a sendout report")
+        """Our sendout of a buy seen on chain; confirmed with `required` confirmations it completes. A sell's
+        sendout is its refund's (`report_refund`)."""
+        if self.type == TransactionType.SELL:
+            self.report_refund(payment, required, at)
+            return
         if not self._is_news(payment):
             return
         if self.status != Status.SENDING:
@@ -330,6 +300,120 @@ class Transaction(Aggregate):
         if self.status not in sources:
             raise self._refused(action, sources)
 
+    # --- resolution of blocked sells and late payments ---------------------------------------------
+
+    @property
+    def was_paid_late(self) -> bool:
+        """A CANCELLED sell with a payment recorded: the payment came after validUntil (`PaidLate`)."""
+        return self.status == Status.CANCELLED and self.payment is not None
+
+    def accept_received(
+        self, priced_again: Callable[[Decimal], Order], payouts: bool, reason: str, at: datetime
+    ) -> None:
+        """The operator accepts what a BLOCKED sell received: `priced_again` gives the sell's order for that
+        amount (at the quoted price, with the same fee rules, the customer's limits taken again, or
+        refused); it then goes on as a confirmed payment would."""
+        self.check_acceptable()
+        assert self.payment is not None and self.payment.amount is not None  # a BLOCKED sell was paid
+        self._received_accepted(at, priced_again(self.payment.amount), reason, payouts)
+
+    @event("ReceivedAccepted")
+    def _received_accepted(self, at: datetime, order: Order, reason: str, to_payout: bool) -> None:
+        self.order = order
+        self.status = Status.TO_PAYOUT if to_payout else Status.COMPLETED
+        self.resolution = Resolution.ACCEPT_RECEIVED
+        self.resolution_reason = reason
+        self.updated = at
+
+    def refund(self, address: str, network_fee: Decimal, reason: str, at: datetime) -> None:
+        """The operator sends back what a BLOCKED sell or a late payment received, less the coin's network
+        fee: Refunding until the refund's sendout is confirmed; REFUNDED at once, the whole amount kept as
+        the fee, when the fee leaves nothing to send."""
+        self.check_refundable()
+        assert self.payment is not None and self.payment.amount is not None  # both hold a payment
+        received = self.payment.amount
+        amount = received - network_fee
+        if amount > 0:
+            self._refund_started(at, address, amount, network_fee, reason, self.status)
+        else:
+            self._refund_not_sent(at, address, received, reason, self.status)
+
+    def check_acceptable(self) -> None:
+        """Refuses unless it is a BLOCKED sell, whose amount received the operator may accept."""
+        self._require(TransactionType.SELL, "accepting the amount received")
+        if self.status != Status.BLOCKED:
+            raise self._refused("accept the amount received for", (Status.BLOCKED,))
+
+    def check_refundable(self) -> None:
+        """Refuses unless it holds money to refund: a BLOCKED sell, or a CANCELLED sell paid late."""
+        self._require(TransactionType.SELL, "a refund")
+        if self.status != Status.BLOCKED and not self.was_paid_late:
+            raise InvalidStateTransition(
+                f"cannot refund transaction {self.code} in status {self.status}: only a BLOCKED sell or a "
+                "CANCELLED sell paid late has money to refund"
+            )
+
+    @event("RefundStarted")
+    def _refund_started(
+        self, at: datetime, address: str, amount: Decimal, network_fee: Decimal, reason: str, held: str
+    ) -> None:
+        """`held`: the status the money was held in (BLOCKED: in suspense; CANCELLED: paid late)."""
+        self._resolved_by_refund(at, address, reason)
+        self.status = Status.REFUNDING
+        self.refund_amount = amount
+        self.refund_network_fee = network_fee
+
+    @event("RefundNotSent")
+    def _refund_not_sent(self, at: datetime, address: str, kept: Decimal, reason: str, held: str) -> None:
+        """Nothing to send: the network fee is at least what was received, which is kept as the fee."""
+        self._resolved_by_refund(at, address, reason)
+        self.status = Status.REFUNDED
+        self.refund_amount = Decimal(0)
+        self.refund_network_fee = kept
+
+    def _resolved_by_refund(self, at: datetime, address: str, reason: str) -> None:
+        self.resolution = Resolution.REFUND
+        self.resolution_reason = reason
+        self.refund_address = address
+        self.updated = at
+
+    def report_refund(self, payment: ChainPayment, required: int, at: datetime) -> None:
+        """The refund's sendout seen on chain; confirmed with `required` confirmations the sell is
+        REFUNDED. A report of the recorded sendout with no more confirmations changes nothing."""
+        recorded = self.refund_payment
+        if recorded is not None and payment.tx_id != recorded.tx_id:
+            raise ChainReportConflict(
+                f"the refund of transaction {self.code} is the chain transfer {recorded.tx_id}; "
+                f"{payment.tx_id} cannot be recorded for it too"
+            )
+        if recorded is not None and (
+            payment.confirmations <= recorded.confirmations or self.status == Status.REFUNDED
+        ):
+            return
+        if self.status != Status.REFUNDING:
+            raise self._refused("record a refund's sendout for", (Status.REFUNDING,))
+        assert self.refund_amount is not None and self.refund_network_fee is not None
+        if payment.confirmations >= required:
+            self._refunded(at, payment, self.refund_amount, self.refund_network_fee)
+        else:
+            self._refund_sendout_seen(at, payment)
+
+    @event("RefundSendoutSeen")
+    def _refund_sendout_seen(self, at: datetime, payment: ChainPayment) -> None:
+        self.refund_payment = payment
+        self.updated = at
+
+    @event("Refunded")
+    def _refunded(self, at: datetime, payment: ChainPayment, amount: Decimal, network_fee: Decimal) -> None:
+        self.status = Status.REFUNDED
+        self.refund_payment = payment
+        self.updated = at
+
+    @property
+    def recorded_sendout(self) -> ChainPayment | None:
+        """The sendout recorded for it: a buy's crypto, a sell's refund."""
+        return self.payment if self.type == TransactionType.BUY else self.refund_payment
+
     # --- both ----------------------------------------------------------------------------------------
 
     @event("Completed")
@@ -370,7 +454,7 @@ class Transaction(Aggregate):
                 f"transfer {payment.tx_id} was reported with amount {self.payment.amount} before"
             )
         return payment.confirmations > self.payment.confirmations and self.status not in (
-            FINAL_STATUSES | {Status.TO_PAYOUT, Status.PAYOUT_CONFIRMING}
+            FINAL_STATUSES | {Status.TO_PAYOUT, Status.PAYOUT_CONFIRMING, Status.REFUNDING}
         )
 
     def _require(self, kind: TransactionType, what: str) -> None:

@@ -70,6 +70,12 @@ class TransactionView(msgspec.Struct, kw_only=True, frozen=True):
     payout_reference: str | None = None  # the operator's, given with the payout
     customer_bank_account_id: str | None = None
     cancel_reason: str | None = None
+    resolution: str | None = None  # the operator's, for a BLOCKED sell or a late payment
+    resolution_reason: str | None = None
+    refund_address: str | None = None
+    refund_crypto_amount: Decimal | None = None  # what is sent back: the amount received less the fee
+    refund_network_fee: Decimal | None = None
+    refund_tx_id: str | None = None  # the refund's sendout
 
 
 FIELDS: tuple[str, ...] = TransactionView.__struct_fields__
@@ -88,7 +94,20 @@ def transaction_view(tx: Transaction) -> TransactionView:
         payout_reference=tx.payout_reference,
         customer_bank_account_id=tx.customer_bank_account_id,
         cancel_reason=tx.cancel_reason,
+        resolved=resolved(tx),
     )
+
+
+def resolved(tx: Transaction) -> dict[str, object]:
+    """The view's fields of the operator's resolution, None where there is none."""
+    return {
+        "resolution": tx.resolution,
+        "resolution_reason": tx.resolution_reason,
+        "refund_address": tx.refund_address,
+        "refund_crypto_amount": tx.refund_amount,
+        "refund_network_fee": tx.refund_network_fee,
+        "refund_tx_id": tx.refund_payment.tx_id if tx.refund_payment else None,
+    }
 
 
 def simulated_view(order: Order, at: datetime) -> TransactionView:
@@ -109,10 +128,9 @@ def order_view(
     payout_reference: str | None = None,
     customer_bank_account_id: str | None = None,
     cancel_reason: str | None = None,
+    resolved: dict[str, object] | None = None,
 ) -> TransactionView:
-    quote, fees = order.quote, order.quote.fees
-    crypto_mutation, fiat_mutation = balance_mutation(order)
-    return TransactionView(
+    return TransactionView(  # type: ignore[arg-type]
         partner=order.partner,
         transaction_code=order.code,
         id=id,
@@ -129,6 +147,25 @@ def order_view(
         callback_url=order.callback_url,
         customer_ip=order.customer_ip,
         data=dict(order.data),
+        **priced(order),
+        created=created,
+        updated=updated,
+        valid_until=valid_until,
+        blockchain_tx_id=payment.tx_id if payment else None,
+        confirmations=payment.confirmations if payment else None,
+        received_crypto_amount=payment.amount if payment else None,
+        payout_reference=payout_reference,
+        customer_bank_account_id=customer_bank_account_id,
+        cancel_reason=cancel_reason,
+        **(resolved or {}),
+    )
+
+
+def priced(order: Order) -> dict[str, Decimal | None]:
+    """The view's fields that the order's quote sets (a BLOCKED sell's accepted amount sets them again)."""
+    quote, fees = order.quote, order.quote.fees
+    crypto_mutation, fiat_mutation = balance_mutation(order)
+    return dict(
         requested_crypto_amount=quote.requested_crypto,
         requested_fiat_value=quote.requested_fiat,
         requested_price=quote.requested_price,
@@ -145,15 +182,6 @@ def order_view(
         balance_crypto=crypto_mutation,
         balance_fiat=fiat_mutation,
         limit_amount=order.limit_amount,
-        created=created,
-        updated=updated,
-        valid_until=valid_until,
-        blockchain_tx_id=payment.tx_id if payment else None,
-        confirmations=payment.confirmations if payment else None,
-        received_crypto_amount=payment.amount if payment else None,
-        payout_reference=payout_reference,
-        customer_bank_account_id=customer_bank_account_id,
-        cancel_reason=cancel_reason,
     )
 
 

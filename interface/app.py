@@ -44,6 +44,7 @@ from interface.api_document.openapi import openapi_config
 from interface.console.sessions import ConsoleSessions, SessionRecords
 from interface.environment import PROJECTIONS_ENV as PROJECTIONS_ENV  # where tests and tools import it from
 from interface.environment import Environment
+from interface.events.feed import EventsFeed
 from interface.features import FEATURES
 from interface.http.auth import FailedAttempts, TokenService
 from interface.http.bodies import StrictJsonRequest
@@ -69,10 +70,12 @@ from interface.shared.reserve_reading import ReserveReader
 from interface.shared.token_issuance import TokenIssuance
 from interface.shared.transaction_reading import Reader
 from interface.transactions.callback_bodies import renderer
+from projections.analyst_schema import prepare as prepare_analyst_schema
 from projections.base.runner import open_view
 from projections.callbacks.service import Callbacks
 from projections.callbacks.urls import CallbackUrlPolicy
 from projections.catalog import PROJECTIONS, READ_MODELS
+from projections.dimensions import Dimensions
 from projections.live import ProjectionWorker, stop_all
 
 log = logging.getLogger("broker_ledger")
@@ -108,6 +111,7 @@ class Runtime:
     callbacks: Callbacks  # the callbacks' deliveries and their worker
     sweeper: ExpirySweeper  # lapses overdue transactions
     workers: list[ProjectionWorker]  # the projections this process runs (none with them off)
+    events_feed: EventsFeed  # GET /events: its reads, and the one waker of the requests that wait
     read_url: str | None = None  # the read servers' (BROKER_LEDGER_READ_DATABASE_URL); None: the primary
     read_pool: ConnectionPool | None = None  # the API pool's counterpart there, for the reserves
 
@@ -128,6 +132,7 @@ class Runtime:
     def on_shutdown(self) -> list[Callable[[], Any]]:
         """What the app stops, in order: the callbacks, the projections, the sweeper, then the connections."""
         return [
+            self.events_feed.close,  # the requests waiting for news answer what they have
             self.callbacks.stop,
             partial(stop_all, self.workers),
             self.sweeper.stop,
@@ -231,7 +236,10 @@ def build_runtime(
         renderer(settings),
         settings.callback_http_hosts,
         config=environment.delivery,
+        secret_key=credentials.callback_key,  # rotated secrets: the same in every process (var/)
     )
+    reader = read_models_reader(ledger, url, read_url, sizes.read_models, write_positions)
+    prepare_analyst_schema(url, Dimensions.of(settings))  # dimensions, fee revenue, comments (analytics.md)
     return Runtime(
         settings=settings,
         api_settings=loaded.api,
@@ -242,7 +250,7 @@ def build_runtime(
         idempotency=idempotency,
         pool=pool,
         database_url=url,
-        reader=read_models_reader(ledger, url, read_url, sizes.read_models, write_positions),
+        reader=reader,
         write_positions=write_positions,
         environment=environment,
         console_sessions=ConsoleSessions(console_records, environment.console_address, issuance),
@@ -258,6 +266,7 @@ def build_runtime(
         callbacks=callbacks,
         sweeper=ExpirySweeper(ledger, use_cases.settlement, environment.expiry_sweep_seconds),
         workers=projection_workers(environment, url),
+        events_feed=EventsFeed.of(ledger, reader.primary_view, write_positions),
         read_url=read_url,
         read_pool=read_pool,
     )
@@ -282,7 +291,12 @@ def projection_workers(environment: Environment, database_url: str) -> list[Proj
     BROKER_LEDGER_PROJECTIONS=off (`serve --no-projections`, with `projections run` elsewhere)."""
     if not environment.run_projections:
         return []
-    return [ProjectionWorker(database_url, PROJECTIONS, page=environment.projection_page)]
+    checkpointer = environment.checkpointer()  # signs the Merkle tree's checkpoints while it leads the tree
+    return [
+        ProjectionWorker(
+            database_url, PROJECTIONS, page=environment.projection_page, checkpointer=checkpointer
+        )
+    ]
 
 
 async def use_case_threads() -> None:
@@ -315,13 +329,16 @@ def dependencies(runtime: Runtime) -> dict[str, Provide]:
         "buys": use_cases.buys,
         "sells": use_cases.sells,
         "settlement": use_cases.settlement,
+        "resolutions": use_cases.resolutions,
         "alternative": use_cases.alternative,
         "reserves": use_cases.reserves,
         "history": use_cases.history,
         "sessions": runtime.console_sessions,  # the console's pages
         "issuance": runtime.issuance,
         "reserve_reader": runtime.reserve_reader,
+        "events_feed": runtime.events_feed,
         "deliveries": runtime.callbacks.store,
+        "secret_rotations": runtime.callbacks.rotations,  # the partners' callback secrets rotated
         "heavy_reads": runtime.heavy_reads,
         "heavy_pools": runtime.heavy_pools,
         "write_positions": runtime.write_positions,

@@ -34,10 +34,14 @@ The variables, each with its field, its default, and what it does:
 - `BROKER_LEDGER_PROJECTION_PAGE` (`projection_page`, default 500): events a running projection reads at once.
 - `BROKER_LEDGER_PROJECTION_STALL_SECONDS` (`stall_seconds`, default 30): the age of its oldest unapplied
   event at which a projection counts as stalled (GET /health, `projections status`, `audit verify`).
+- `BROKER_LEDGER_CHECKPOINT_EVENTS` (`checkpoint_events`, default 1000) and `BROKER_LEDGER_CHECKPOINT_SECONDS`
+  (`checkpoint_seconds`, default 60): the worker leading the Merkle tree signs a checkpoint of it every that
+  many new events, or that many seconds after the last one if the tree grew (`projections.checkpoints`).
 - `BROKER_LEDGER_EXPIRY_SWEEP_SECONDS` (`expiry_sweep_seconds`, default 15): how often overdue transactions
   are lapsed.
 - `BROKER_LEDGER_CALLBACK_TIMEOUT_SECONDS` (10), `..._RETRY_BASE_SECONDS` (5), `..._RETRY_CAP_SECONDS`
-  (3600), `..._RETRY_WINDOW_SECONDS` (86400), `..._POLL_SECONDS` (0.5), `..._SENDERS` (4) (`delivery`): how
+  (3600), `..._RETRY_WINDOW_SECONDS` (86400), `..._POLL_SECONDS` (0.5), `..._SENDERS` (4),
+  `..._SIGNING_OVERLAP_SECONDS` (86400: how long a rotated-out signing secret still signs) (`delivery`): how
   callbacks are sent, see `projections.callbacks.delivery_config`.
 - `PROMETHEUS_MULTIPROC_DIR` (`metrics_dir`, default none): where the workers of `serve --workers N` count,
   for GET /metrics to add up.
@@ -82,6 +86,7 @@ from application.store.database import (
 from interface.shared.origins import origin_of
 from projections.base.runner import PAGE
 from projections.callbacks.delivery_config import DeliveryConfig
+from projections.checkpoints import EVERY_EVENTS, EVERY_SECONDS, Checkpointer
 from projections.live import PAGE_ENV
 from projections.status import DEFAULT_STALL_SECONDS, STALL_SECONDS_ENV
 
@@ -93,6 +98,8 @@ SUPERVISOR_ENV = "BROKER_LEDGER_SUPERVISOR_PID"  # set by `serve` before it star
 CONNECTION_NAME_ENV = "PGAPPNAME"  # libpq's default application_name
 CONSOLE_ORIGIN_ENV = "BROKER_LEDGER_CONSOLE_ORIGIN"
 READ_DATABASE_URL_ENV = "BROKER_LEDGER_READ_DATABASE_URL"  # the read servers (standbys)
+CHECKPOINT_EVENTS_ENV = "BROKER_LEDGER_CHECKPOINT_EVENTS"
+CHECKPOINT_SECONDS_ENV = "BROKER_LEDGER_CHECKPOINT_SECONDS"
 DEFAULT_CONSOLE_ORIGIN = "http://127.0.0.1:8000"  # `serve`'s default address
 Number = TypeVar("Number", int, float)
 LIBPQ_ENV = {
@@ -125,6 +132,8 @@ class Environment:
     metrics_dir: str | None
     supervisor_pid: int | None
     console_origin: str | None = None  # None: unset (`serve` sets its own address for its workers)
+    checkpoint_events: int = EVERY_EVENTS
+    checkpoint_seconds: float = EVERY_SECONDS
 
     @classmethod
     def read(cls, variables: Mapping[str, str] | None = None) -> Environment:
@@ -150,7 +159,17 @@ class Environment:
             metrics_dir=found.get(MULTIPROCESS_ENV) or None,
             supervisor_pid=_pid(found.get(SUPERVISOR_ENV, "")),
             console_origin=_origin(found.get(CONSOLE_ORIGIN_ENV, "").strip()),
+            checkpoint_events=_number(
+                int, CHECKPOINT_EVENTS_ENV, found.get(CHECKPOINT_EVENTS_ENV) or str(EVERY_EVENTS)
+            ),
+            checkpoint_seconds=_number(
+                float, CHECKPOINT_SECONDS_ENV, found.get(CHECKPOINT_SECONDS_ENV) or str(EVERY_SECONDS)
+            ),
         )
+
+    def checkpointer(self) -> Checkpointer:
+        """What signs the Merkle tree's checkpoints in a projection worker, with the key kept in `var_dir`."""
+        return Checkpointer(self.var_dir, self.checkpoint_events, self.checkpoint_seconds)
 
     @property
     def read_servers_url(self) -> str | None:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from interface import (
     alternative,
+    audit,
+    callbacks,
     chain,
     console,
     customers,
+    events,
     health,
     prices,
     reconciliation,
@@ -23,10 +26,13 @@ FEATURES: list[Feature] = [
     tokens.FEATURE,
     customers.FEATURE,
     transactions.FEATURE,
+    callbacks.FEATURE,
+    events.FEATURE,
     chain.FEATURE,
     prices.FEATURE,
     reserves.FEATURE,
     reconciliation.FEATURE,
+    audit.FEATURE,
     alternative.FEATURE,
     console.FEATURE,
 ]

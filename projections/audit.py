@@ -10,7 +10,8 @@ be; `export` writes the history of a period as JSON Lines (see `projections.audi
 (b) postings balance: debits equal credits per currency overall, in each partner's books and per event
     (notification id), when a `read.postings` table exists; and no reserve that must not be negative is, in
     any partner's books (`projections.audit_reserves`).
-(c) the audit chain: see `projections.audit_chain_check`.
+(c) the audit chain: see `projections.audit_chain_check`; and the Merkle tree with its signed checkpoints:
+    see `projections.merkle_check`.
 (d) every projection keeps up with the log: see `projections.audit_lag`.
 """
 
@@ -49,6 +50,7 @@ from projections.audit_sql import (
 from projections.base.postgres import READ_SCHEMA, ReadModel
 from projections.base.runner import APPLICATION, ProjectionSpec, open_view, replay
 from projections.catalog import PROJECTIONS
+from projections.merkle_check import check_tree
 from projections.status import DEFAULT_STALL_SECONDS
 
 __all__ = ["Check", "Report", "compare_with_rebuild", "export", "verify"]
@@ -85,6 +87,7 @@ def verify(
         log_app.close()
     checks.append(_guarded("postings balance", lambda: check_postings(url)))
     checks.append(_guarded("audit chain", lambda: check_chain(url, expected)))
+    checks.append(_guarded("merkle tree", lambda: check_tree(url)))
     keeping_up = partial(check_projections_keep_up, url, projections, stall_seconds)
     checks.append(_guarded("projections keep up", keeping_up))
     return Report(checks)

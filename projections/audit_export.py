@@ -1,6 +1,8 @@
 """`audit export`: the events of a period as JSON Lines, for an external auditor.
 
-The period (from, to], as every period of the API and the command line, is judged by each event's own
+With `--partner`, only the events of that partner's aggregates (customers, accounts, transactions, its
+reserves...: `projections.event_partners`); without, every event of the ledger. The period (from, to], as
+every period of the API and the command line, is judged by each event's own
 timestamp (the `timestamp` in its stored state: when the ledger decided it), not by when it was committed.
 Lines come in notification order, the log's one global order, so they are not strictly sorted by timestamp
 (events saved together take their timestamps moments apart, in the order the aggregates made them). Each
@@ -25,6 +27,7 @@ since it was chained no longer matches. (A state that is not UTF-8 is given as `
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -32,11 +35,13 @@ from typing import Any, TextIO
 import msgspec
 from psycopg.sql import SQL, Composed, Identifier
 
+from application.store.actors import ACTOR_KEY
 from application.store.database import eventsourcing_env
 from application.store.log import EVENTS_SCHEMA, LedgerLog
 from projections.audit_chain import CHAIN_TABLE, EVENTS_TABLE, GENESIS
 from projections.audit_sql import small_pool, snapshot, table_exists
 from projections.base.postgres import READ_SCHEMA
+from projections.event_partners import partner_of
 
 _encoder = msgspec.json.Encoder(decimal_format="number")
 
@@ -47,10 +52,20 @@ class Exported:
     unchained: int  # lines without chain hashes: the AuditChain projection had not reached them
 
 
-def export(url: str, from_: datetime, to: datetime, out: TextIO) -> Exported:
-    """Writes every event whose timestamp is in (from_, to] to `out`, one JSON object a line.
-    Naive datetimes are taken as UTC."""
+def export(
+    url: str,
+    from_: datetime,
+    to: datetime,
+    out: TextIO,
+    partner: str | None = None,
+    partners: Iterable[str] = (),
+) -> Exported:
+    """Writes every event whose timestamp is in (from_, to] to `out`, one JSON object a line; with `partner`,
+    only the events of that partner's aggregates (`projections.event_partners`; `partners`: every partner
+    the settings name). Naive datetimes are taken as UTC."""
     start, end = _aware(from_), _aware(to)
+    owners: dict[Any, str | None] = {}  # each aggregate's partner, told by its first event (seen first)
+    partners = tuple(partners)
     log_app = LedgerLog(env=small_pool(eventsourcing_env(url, EVENTS_SCHEMA)))
     lines = unchained = 0
     try:
@@ -59,6 +74,12 @@ def export(url: str, from_: datetime, to: datetime, out: TextIO) -> Exported:
             cursor.execute(_query(table_exists(conn, READ_SCHEMA, CHAIN_TABLE)), {"genesis": GENESIS})
             for row in cursor:
                 state = _decode(log_app, row)
+                if partner is not None:
+                    aggregate = row["originator_id"]
+                    if aggregate not in owners:
+                        owners[aggregate] = partner_of(row["topic"], aggregate, state, partners)
+                    if owners[aggregate] != partner:
+                        continue
                 timestamp = state.pop("timestamp")
                 if not start < timestamp <= end:
                     continue
@@ -108,6 +129,7 @@ def _line(row: dict[str, Any], timestamp: datetime, data: dict[str, Any]) -> dic
         "version": row["originator_version"],
         "type": row["topic"],
         "timestamp": timestamp,
+        "actor": data.pop(ACTOR_KEY, None),  # who caused it (`application.store.actors`), None before actors
         "data": data,
     }
     stored = bytes(row["state"])

@@ -7,9 +7,10 @@ partner's least of all (`projections.reconciliation`). One row per event a recon
 
 - a buy's `Committed` (a sendout is expected from then on; `tx_id` NULL);
 - each report recorded on a transaction: `SendoutSeen`, `Confirming`, `ToPayout`, `Completed`, `Blocked`,
-  `PaidLate`, with what the watcher said (`tx_id`, `crypto_amount`, `confirmations`), what the transaction
-  quoted (`crypto_code`, `quoted_amount`) and whether the event posts (`posts`: a first `Confirming` and
-  every `ToPayout`, `Completed`, `Blocked`, `PaidLate`);
+  `PaidLate`, and a refund's sendout (`RefundSendoutSeen`, `Refunded`), with what the watcher said
+  (`tx_id`, `crypto_amount`, `confirmations`), what the transaction quoted (`crypto_code`,
+  `quoted_amount`) and whether the event posts (`posts`: a first `Confirming` and
+  every `ToPayout`, `Completed`, `Blocked`, `PaidLate`, `Refunded`);
 - a report that changed no transaction (`Disputed`, `domain.chain_reports.DisputedReport`), with `reason`
   and, for a deposit, the `address` it was sent to.
 """
@@ -28,8 +29,9 @@ from projections.base.json_rows import json_rows
 from projections.base.postgres import ReadModel
 
 T = Transaction
-REPORTED = (T.SendoutSeen, T.Confirming, T.ToPayout, T.Completed, T.Blocked, T.PaidLate)
-POSTING = (T.ToPayout, T.Completed, T.Blocked, T.PaidLate)  # every one posts (a first Confirming too)
+REFUND_SENDOUTS = (T.RefundSendoutSeen, T.Refunded)  # a sell's sendout: its refund's
+REPORTED = (T.SendoutSeen, T.Confirming, T.ToPayout, T.Completed, T.Blocked, T.PaidLate, *REFUND_SENDOUTS)
+POSTING = (T.ToPayout, T.Completed, T.Blocked, T.PaidLate, T.Refunded)  # every one posts (a first Confirming)
 DISPUTED = "Disputed"
 COMMITTED = "Committed"
 
@@ -88,7 +90,7 @@ def append(view: ReadModel, curs: Cursor[DictRow], row: tuple[Any, ...]) -> None
 def report_row(event: Any, deal: Any, position: int, first_seen: bool) -> tuple[Any, ...] | None:
     """The row of a transaction's event (`deal`: its `posting_rules.Deal`), or None for an event that is no
     chain report nor a commit. `first_seen`: no payment was seen for the transaction before this one."""
-    kind = "sendout" if deal.type == TransactionType.BUY else "deposit"
+    kind = "sendout" if deal.type == TransactionType.BUY or isinstance(event, REFUND_SENDOUTS) else "deposit"
     where = (deal.partner, type(event).__name__, kind, event.originator_id, deal.code)
     quoted = (deal.crypto, deal.crypto_amount)
     if isinstance(event, T.Committed):

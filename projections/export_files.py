@@ -1,10 +1,14 @@
 """A period export written to a folder: one Parquet or CSV file per extract of `projections.exports`, and
-`manifest.json`, which says what was asked and, per file, its rows, the sums of its amounts per asset and
-its sha256, so that the receiver can check that it got every file whole and reconcile it.
+`manifest.json`, which says what was asked and, per file, its rows, the sums of its amounts per asset
+(amounts only: a price is no amount to add up) and its sha256, so that the receiver can check that it got
+every file whole and reconcile it; and `manifest.sig`,
+the Ed25519 signature of manifest.json's bytes by the service's audit key (`application.audit_key`), so that
+the receiver can prove that the ledger wrote them (docs/verifying-the-log.md).
 
 Amounts are never floats. In Parquet an amount column is a decimal128 at the largest scale of the assets
 it holds (the places the settings give each asset), so every value is exact; a value that would need more
-places refuses the export rather than being rounded. In CSV every amount is written positionally at its
+places refuses the export rather than being rounded; beside them, `currency_places` and `crypto_places` give
+the scale of the row's own assets. In CSV every amount is written positionally at its
 own asset's scale (`0.00100000` BTC, `12.50` EUR). Times are UTC timestamps with their zone (ISO 8601 with
 `+00:00` in CSV), days are dates. A text cell of the CSV that a spreadsheet would take for a formula (it
 begins with `=`, `+`, `-`, `@`, a tab or a carriage return) is written with a leading `'`, as OWASP advises;
@@ -40,11 +44,13 @@ import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from application.audit_key import ALGORITHM, AuditKey
 from domain.money import Asset
 from projections.exports import EXTRACTS, Assets, Column, Extract, Kind, Period, count_rows, read_batches
 
 FORMATS = ("parquet", "csv")
 MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"  # the manifest's Ed25519 signature (docs/verifying-the-log.md)
 DECIMAL_PRECISION = 38  # decimal128's widest: every amount the ledger keeps fits at 18 places
 Progress = Callable[[str, int, int], None]  # (file, rows written so far, rows in all)
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
@@ -162,7 +168,7 @@ class Written:
         for row in rows:
             self.rows += 1
             for i, column in enumerate(extract.columns):
-                if column.asset is None or row[i] is None:
+                if column.kind is not Kind.AMOUNT or column.asset is None or row[i] is None:
                     continue
                 per_asset = self.sums[row[index[column.asset]]]
                 per_asset[column.name] = per_asset.get(column.name, Decimal(0)) + row[i]
@@ -185,9 +191,10 @@ class Sink(Protocol):
 def arrow_type(column: Column, assets: Assets) -> pa.DataType:
     """A column's Parquet type: an amount a decimal at the widest scale of the assets it holds, never a
     float; a time a UTC timestamp."""
-    if column.kind is Kind.AMOUNT:
+    if column.kind in (Kind.AMOUNT, Kind.PRICE):
         return pa.decimal128(DECIMAL_PRECISION, assets.scale(column.holds))
     return {
+        Kind.PLACES: pa.int32(),
         Kind.TEXT: pa.string(),
         Kind.INTEGER: pa.int64(),
         Kind.TIME: pa.timestamp("us", tz="UTC"),
@@ -283,7 +290,8 @@ def write_extract(
     with folder.replacing(name) as draft:
         sink = SINKS[Path(name).suffix.removeprefix(".")](draft, extract, assets)
         try:
-            for batch in read_batches(conn, extract, period):
+            for read in read_batches(conn, extract, period):
+                batch = extract.with_places(read, assets.places)
                 sink.write(batch)
                 written.add(extract, batch)
                 if progress:
@@ -303,13 +311,15 @@ def export_period(
     file_format: str,
     assets: Assets,
     progress: Progress | None = None,
+    key: AuditKey | None = None,
 ) -> dict[str, Any]:
-    """Writes every extract of the period into `out` (which must exist) and the manifest; returns the
-    manifest. All extracts are read in one read-only repeatable-read transaction: they agree. UnsafeOutput,
-    before anything is written, if `out` or a file of the export's names in it is a symbolic link."""
+    """Writes every extract of the period into `out` (which must exist) and the manifest, signed by `key`
+    in `manifest.sig` when given; returns the manifest. All extracts are read in one read-only
+    repeatable-read transaction: they agree. UnsafeOutput, before anything is written, if `out` or a file
+    of the export's names in it is a symbolic link."""
     names = [f"{extract.name}.{file_format}" for extract in EXTRACTS]
     with OutputFolder(out) as folder:
-        for name in (*names, MANIFEST):
+        for name in (*names, MANIFEST, SIGNATURE):
             folder.existing(name)
         with psycopg.connect(url, autocommit=True) as conn:
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
@@ -321,9 +331,18 @@ def export_period(
                     for extract, name in zip(EXTRACTS, names, strict=True)
                 ]
         manifest = manifest_of(period, file_format, files, assets)
+        written = (json.dumps(manifest, indent=2) + "\n").encode()
         with folder.replacing(MANIFEST) as draft:
-            draft.text().write(json.dumps(manifest, indent=2) + "\n")
+            draft.stream.write(written)
+        if key is not None:
+            with folder.replacing(SIGNATURE) as draft:
+                draft.stream.write((json.dumps(signature_of(written, key), indent=2) + "\n").encode())
     return manifest
+
+
+def signature_of(manifest: bytes, key: AuditKey) -> dict[str, str]:
+    """`manifest.sig`: the Ed25519 signature of the bytes of `manifest.json` as written, and the key's id."""
+    return {"file": MANIFEST, "algorithm": ALGORITHM, "keyId": key.key_id, "signature": key.sign(manifest)}
 
 
 def manifest_of(period: Period, file_format: str, files: list[Written], assets: Assets) -> dict[str, Any]:

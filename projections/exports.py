@@ -9,7 +9,8 @@ the reserves as of `from`, the closing ones as of `to`, and the postings of the 
   read model has them now;
 - `status_history`: their changes of status in the period;
 - `postings`: the partner's postings in the period;
-- `balances`: per reserve and asset, the balance at both ends and the period's debits and credits;
+- `balances`: per reserve and asset, the balance at both ends and the period's debits and credits (by
+  `read.balances_at`, `projections.daily_balances`);
 - `daily_volumes`: per UTC day that begins in the period (from <= its midnight < to), payment method, type,
   currency and crypto-currency, the volumes of `read.daily_volumes` summed over customers.
 
@@ -39,6 +40,8 @@ class Kind(StrEnum):
     TEXT = "text"
     INTEGER = "integer"
     AMOUNT = "amount"
+    PRICE = "price"  # written as an amount, at its currency's scale, but never summed in the manifest
+    PLACES = "places"  # the scale of the row's asset that `asset` names: not read, given by the settings
     TIME = "time"
     DAY = "day"
 
@@ -101,6 +104,21 @@ class Extract:
     def amounts(self) -> tuple[Column, ...]:
         return tuple(column for column in self.columns if column.kind is Kind.AMOUNT)
 
+    @property
+    def selected(self) -> tuple[Column, ...]:
+        """The columns its query reads (the places, given by the settings, come after them)."""
+        return tuple(column for column in self.columns if column.kind is not Kind.PLACES)
+
+    def with_places(self, rows: list[tuple[Any, ...]], places: dict[str, int]) -> list[tuple[Any, ...]]:
+        """`rows` as read, each with the places of its assets appended (None for an asset not in `places`)."""
+        index = {column.name: i for i, column in enumerate(self.columns)}
+        assets = [
+            index[column.asset] for column in self.columns if column.kind is Kind.PLACES and column.asset
+        ]
+        if not assets:
+            return rows
+        return [(*row, *(places.get(row[i]) for i in assets)) for row in rows]
+
 
 def _texts(*names: str) -> tuple[Column, ...]:
     return tuple(Column(name) for name in names)
@@ -111,6 +129,14 @@ def _amounts(asset: str, holds: Holds, *names: str) -> tuple[Column, ...]:
 
 
 FIAT, CRYPTO = "currency_code", "crypto_code"
+PLACES_OF = {FIAT: "currency_places", CRYPTO: "crypto_places"}
+
+
+def _places(*assets: str) -> tuple[Column, ...]:
+    """The scale of each asset column's asset, beside the amounts (a Parquet column holding several assets is
+    at the widest scale of them: this says at which the row's own amount is)."""
+    return tuple(Column(PLACES_OF[asset], Kind.PLACES, asset) for asset in assets)
+
 
 TRANSACTIONS = Extract(
     "transactions",
@@ -121,10 +147,11 @@ TRANSACTIONS = Extract(
         *_amounts(CRYPTO, Holds.CRYPTO, "network_fee_crypto", "received_crypto_amount", "balance_crypto"),
         *_amounts(FIAT, Holds.FIAT, "fiat_value", "crypto_value", "partner_fee_fiat", "bank_fee_fiat"),
         *_amounts(FIAT, Holds.FIAT, "network_fee_fiat", "balance_fiat"),
-        Column("crypto_price", Kind.AMOUNT, FIAT, Holds.ANY),
+        Column("crypto_price", Kind.PRICE, FIAT, Holds.ANY),
         Column("created", Kind.TIME),
         Column("updated", Kind.TIME),
         Column("valid_until", Kind.TIME),
+        *_places(FIAT, CRYPTO),
     ),
     "SELECT {columns} FROM {transactions} t WHERE t.partner = %(partner)s AND EXISTS ("
     "SELECT 1 FROM {transaction_status_history} h WHERE h.partner = t.partner "
@@ -154,6 +181,7 @@ POSTINGS = Extract(
         *_texts("event", "partner", "transaction_code", "adjustment_code", "account", FIAT),
         *_amounts(FIAT, Holds.ANY, "debit", "credit"),
         Column("at", Kind.TIME),
+        *_places(FIAT),
     ),
     "SELECT {columns} FROM {postings} WHERE partner = %(partner)s AND at > %(start)s AND at <= %(end)s "
     "ORDER BY notification_id, entry",
@@ -164,14 +192,16 @@ BALANCES = Extract(
     (
         *_texts("partner", "reserve", FIAT),
         *_amounts(FIAT, Holds.ANY, "opening", "debit", "credit", "closing"),
+        *_places(FIAT),
     ),
-    "SELECT partner, substr(account, 9) AS reserve, currency_code, "
-    "coalesce(sum(debit - credit) FILTER (WHERE at <= %(start)s), 0) AS opening, "
-    "coalesce(sum(debit) FILTER (WHERE at > %(start)s), 0) AS debit, "
-    "coalesce(sum(credit) FILTER (WHERE at > %(start)s), 0) AS credit, "
-    "sum(debit - credit) AS closing "
-    "FROM {postings} WHERE partner = %(partner)s AND account LIKE 'reserve:%%' AND at <= %(end)s "
-    "GROUP BY partner, account, currency_code ORDER BY currency_code, reserve",
+    # the sums as of both ends by `balances_at`, the one definition of a reserve's sum
+    # (`projections.daily_balances`); the period's debits and credits are what the closing adds to the opening
+    "SELECT c.partner, substr(c.account, 9) AS reserve, c.currency_code, "
+    "coalesce(o.balance, 0) AS opening, c.debit - coalesce(o.debit, 0) AS debit, "
+    "c.credit - coalesce(o.credit, 0) AS credit, c.balance AS closing "
+    "FROM {balances_at}(%(partner)s, %(end)s) c LEFT JOIN {balances_at}(%(partner)s, %(start)s) o "
+    "ON o.account = c.account AND o.currency_code = c.currency_code "
+    "WHERE c.account LIKE 'reserve:%%' ORDER BY c.currency_code, reserve",
 )
 
 VOLUME_SUMS = ("fiat_value", "partner_fee_fiat", "bank_fee_fiat", "network_fee_fiat", "fees_fiat")
@@ -184,6 +214,7 @@ DAILY_VOLUMES = Extract(
         Column("count", Kind.INTEGER),
         *_amounts(FIAT, Holds.FIAT, *VOLUME_SUMS),
         *_amounts(CRYPTO, Holds.CRYPTO, "crypto_amount", "fees_crypto"),
+        *_places(FIAT, CRYPTO),
     ),
     "SELECT partner, day, payment_method_code, type, currency_code, crypto_code, sum(count)::bigint, "
     + ", ".join(f"sum({name})" for name in (*VOLUME_SUMS, "crypto_amount", "fees_crypto"))
@@ -194,12 +225,12 @@ DAILY_VOLUMES = Extract(
 )
 
 EXTRACTS = (TRANSACTIONS, STATUS_HISTORY, POSTINGS, BALANCES, DAILY_VOLUMES)
-TABLES = ("transactions", "transaction_status_history", "postings", "daily_volumes")
+TABLES = ("transactions", "transaction_status_history", "postings", "daily_volumes", "balances_at")
 
 
 def statement(extract: Extract, schema: str = READ_SCHEMA) -> psycopg.sql.Composed:
     """The extract's query, its tables in `schema` and its columns (where it says `{columns}`) listed."""
-    columns = SQL(", ").join(Identifier(column.name) for column in extract.columns)
+    columns = SQL(", ").join(Identifier(column.name) for column in extract.selected)
     tables = {name: Identifier(schema, name) for name in TABLES}
     return SQL(extract.query).format(columns=columns, **tables)
 

@@ -1,6 +1,7 @@
 """Double-entry ledger postings: every money-moving event of a buy, a sell or a reserve adjustment posts
 balanced entries, in fiat and in crypto, to `read.postings`, and keeps `read.balances` (partner x account x
-currency) up to date in the same database transaction. For every currency, debits equal credits after every
+currency) and `read.daily_balances` (the same per UTC day, `projections.daily_balances`) up to date in the
+same database transaction. For every currency, debits equal credits after every
 event, and so within each partner's books.
 
 Every posting is a partner's: a transaction's is its partner's, an adjustment's the partner whose operator
@@ -25,6 +26,8 @@ Chart of accounts (a balance is debits minus credits; reserves are `reserve:<nam
 | `unconfirmed_deposits`, `deposits_pending` | crypto | memo pair: sellers' payments seen, unconfirmed |
 | `suspense` | crypto | payments of a wrong amount (BLOCKED sells), held until sorted out |
 | `received_unmatched` | crypto | late payments to expired sells, to refund (locked in the hot wallet) |
+| `refunds_payable` | crypto | refunds decided, until their sendout is confirmed (locked in the hot wallet) |
+| `refund_fees_kept` | crypto | what a refund kept when the network fee left nothing to send back |
 | `equity` | both | opening balances recorded by the operator |
 
 When each event posts:
@@ -36,11 +39,19 @@ When each event posts:
 - sell `ToPayout`: memo reversed; Dr hot wallet, Cr trading (crypto); Dr trading (crypto value), Cr
   payout_liability (payout) and Cr fees (fiat). Sell `PaidOut`: Dr payout_liability, Cr bank.
 - sell `Completed` (confirmed, partner without Payouts): both of the above at once.
-- sell `Blocked`: memo reversed; the amount received Dr hot wallet, Cr suspense.
+- sell `Blocked`: memo reversed; the amount received Dr hot wallet, Cr suspense (the deal kept until the
+  operator resolves it).
 - `Cancelled`: nothing to post (a staged buy or an unpaid sell has posted nothing); the deal is forgotten,
   but an expired sell's is kept: a payment may still arrive late.
 - sell `PaidLate` (a payment first seen after validUntil; the sell is CANCELLED): the amount received Dr hot
-  wallet, Cr received_unmatched (to refund); the deal is forgotten.
+  wallet, Cr received_unmatched (to refund); the deal kept until the refund.
+- sell `ReceivedAccepted` (a BLOCKED sell's amount accepted, priced again on it): Dr suspense, Cr trading
+  (crypto); Dr trading (crypto value), Cr payout_liability (payout) and Cr fees (fiat); with the payout
+  (as `Completed`) for a partner without Payouts.
+- sell `RefundStarted`: what was held (suspense for a BLOCKED sell, received_unmatched for a late payment)
+  Dr, Cr refunds_payable (the amount to send back) and Cr network_fees_payable (its fee); `RefundNotSent`
+  (the fee leaves nothing to send): Dr what was held, Cr refund_fees_kept; `Refunded` (the refund's sendout
+  confirmed): Dr refunds_payable and network_fees_payable, Cr hot wallet.
 - `ReserveAdjustment.Recorded`: opening balance Dr reserve, Cr equity; move Dr target, Cr source reserve,
   in the books of the adjustment's partner.
 Every other event (customers, accounts, limits, `SendoutSeen`, `PayoutConfirming`...) only moves the
@@ -68,7 +79,7 @@ from psycopg.sql import SQL, Composed
 from domain.chain_reports import DisputedReport
 from domain.reserves import BUILT_IN, ReserveAdjustment
 from domain.transaction import Transaction, TransactionType
-from projections import chain_reports
+from projections import chain_reports, daily_balances
 from projections import posting_rules as rules
 from projections.base.json_rows import ANY_ID, as_json, json_rows
 from projections.base.postgres import ReadModel
@@ -152,6 +163,7 @@ class PendingPostings:
 
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     balances: dict[tuple[str, str, str], list[Any]] = field(default_factory=dict)
+    days: daily_balances.DailyTotals = field(default_factory=daily_balances.DailyTotals)
 
     def add(self, position: int, posting: Posting, entries: list[Entry]) -> None:
         source = (position, posting.event, posting.partner, posting.transaction_code, posting.adjustment_code)
@@ -162,6 +174,7 @@ class PendingPostings:
             totals[0] += e.debit
             totals[1] += e.credit
             totals[2:] = [posting.at, position]
+            self.days.add(key, posting.at, position, e.debit, e.credit)
 
     def balance_rows(self) -> list[tuple[Any, ...]]:
         return [
@@ -171,7 +184,14 @@ class PendingPostings:
 
 
 class Postings(ReadModel):
-    tables = ("postings", "balances", "posting_deals", "reserve_places", chain_reports.TABLE)
+    tables = (
+        "postings",
+        "balances",
+        "posting_deals",
+        "reserve_places",
+        chain_reports.TABLE,
+        daily_balances.TABLE,
+    )
 
     def create_statements(self) -> list[Composed]:
         """The tables, with their policies: a partner's books (`partner_rows`); the deals, no one partner's
@@ -182,7 +202,8 @@ class Postings(ReadModel):
             SQL(ddl).format(**names) for ddl in (POSTINGS, POSTINGS_INDEX, BALANCES, DEALS, PLACES)
         ]
         statements += chain_reports.create_statements(self.table)
-        partners = ("postings", "balances", "reserve_places", chain_reports.TABLE)
+        statements += daily_balances.create_statements(self.table)
+        partners = ("postings", "balances", "reserve_places", chain_reports.TABLE, daily_balances.TABLE)
         statements += [partner_rows(self.table, name) for name in partners]
         return [*statements, whole_ledger_rows(self.table, "posting_deals")]
 
@@ -264,6 +285,8 @@ class Postings(ReadModel):
             curs.execute(
                 self.statement(("balances",), self._add_to_balances), as_json(pending.balance_rows())
             )
+            days = self.statement(("daily balances",), lambda: daily_balances.add_to_days(self.table))
+            curs.execute(days, as_json(pending.days.rows()))
 
         return write
 
@@ -361,7 +384,7 @@ class PostingsProjection(Projection[Postings]):
     def _blocked(self, event: Transaction.Blocked, tracking: Tracking) -> None:
         state = self._state(event)
         entries = rules.sell_blocked(state.deal, state.memo, event.payment.amount)
-        self._post(tracking, event, state, entries)
+        self._post(tracking, event, state, entries, keep=DealState(state.deal))  # kept for its resolution
 
     @process_event.register
     def _cancelled(self, event: Transaction.Cancelled, tracking: Tracking) -> None:
@@ -374,10 +397,36 @@ class PostingsProjection(Projection[Postings]):
     def _paid_late(self, event: Transaction.PaidLate, tracking: Tracking) -> None:
         state = self._state(event)
         entries = rules.sell_paid_late(state.deal, state.memo, event.payment.amount)
-        self._post(tracking, event, state, entries)
+        self._post(tracking, event, state, entries, keep=DealState(state.deal))  # kept for its refund
 
     @process_event.register
-    def _sendout_seen(self, event: Transaction.SendoutSeen, tracking: Tracking) -> None:
+    def _received_accepted(self, event: Transaction.ReceivedAccepted, tracking: Tracking) -> None:
+        deal = Deal.of(event.order)  # priced again on the amount received
+        entries = rules.sell_accepted(deal)
+        if event.to_payout:
+            self._post(tracking, event, DealState(deal), entries, keep=DealState(deal, received=True))
+        else:
+            self._post(tracking, event, DealState(deal), [*entries, *rules.sell_paid_out(deal)])
+
+    @process_event.register
+    def _refund_started(self, event: Transaction.RefundStarted, tracking: Tracking) -> None:
+        state = self._state(event)
+        entries = rules.refund_started(state.deal.crypto, event.held, event.amount, event.network_fee)
+        self._post(tracking, event, state, entries, keep=state)
+
+    @process_event.register
+    def _refund_not_sent(self, event: Transaction.RefundNotSent, tracking: Tracking) -> None:
+        state = self._state(event)
+        self._post(tracking, event, state, rules.refund_not_sent(state.deal.crypto, event.held, event.kept))
+
+    @process_event.register
+    def _refunded(self, event: Transaction.Refunded, tracking: Tracking) -> None:
+        state = self._state(event)
+        self._post(tracking, event, state, rules.refunded(state.deal.crypto, event.amount, event.network_fee))
+
+    @process_event.register(Transaction.SendoutSeen)
+    @process_event.register(Transaction.RefundSendoutSeen)
+    def _sendout_seen(self, event: Any, tracking: Tracking) -> None:
         report = chain_reports.report_row(event, self._state(event).deal, tracking.notification_id, False)
         self.view.record(tracking, report=report)
 

@@ -38,7 +38,8 @@ was stored meanwhile. A write after a quiet spell is read at once (the last roun
 a busy worker (rounds of `SMALL_ROUND` events or more) reads at once, so the pacing never lets it fall behind.
 
 Between rounds, on the same connection, a worker holds the analysts' sessions to their limits, once a second
-(`projections.analyst_watch`).
+(`projections.analyst_watch`), and, while it leads the Merkle tree, signs a checkpoint of it when one is due
+(`projections.checkpoints.Checkpointer`, handed in by the composition root).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from projections import status
 from projections.analyst_watch import AnalystWatch
 from projections.base.connection import connect, lend, try_lock, unlock
 from projections.base.runner import PAGE, Decode, ProjectionFailed, ProjectionSpec, open_view
+from projections.checkpoints import Checkpointer
 from projections.lanes import Lane, PageDecoder, apply_alone, moved, read_page
 
 log = logging.getLogger("broker_ledger.projections")
@@ -128,8 +130,10 @@ class ProjectionWorker:
         retry_seconds: float = 2.0,
         share: Share = Share(),
         page: int = PAGE,
+        checkpointer: Checkpointer | None = None,
     ) -> None:
         self.url = url
+        self.checkpointer = checkpointer
         self.specs = tuple(specs)
         self.retry_seconds = retry_seconds
         self.share = share
@@ -205,6 +209,7 @@ class ProjectionWorker:
         while not self._stopped.is_set():
             self._take_free(connection)
             self.analysts.look(connection)
+            self._checkpoint(connection)
             if bool(self._lanes) != listening:
                 listening = not listening
                 connection.execute(sql.SQL("LISTEN {}" if listening else "UNLISTEN {}").format(channel))
@@ -225,10 +230,24 @@ class ProjectionWorker:
                 apply_together(connection, lanes, notifications, PageDecoder(log_app.decoder))
             self._settle(connection, lanes)
             self.analysts.look(connection)  # also while it catches up a long way
+            self._checkpoint(connection)
             read += len(notifications)
             if len(notifications) < self.page:
                 break
         return read
+
+    def _checkpoint(self, connection: psycopg.Connection[Any]) -> None:
+        """A signed checkpoint of the Merkle tree, if this worker leads it and one is due; a failure is logged
+        (the next look tries again), never the projections' own."""
+        checkpointer = self.checkpointer
+        if checkpointer is None or checkpointer.follows not in self._lanes:
+            return
+        try:
+            checkpointer.look(connection)
+        except psycopg.OperationalError:
+            raise  # the connection is lost: the worker connects again
+        except Exception:
+            log.exception("projections: the Merkle tree's checkpoint could not be made")
 
     def _wait(self, connection: psycopg.Connection[Any], read: int, started: float) -> None:
         """Waits for a NOTIFY, then, after a small round (`read` events) that `started` then, until

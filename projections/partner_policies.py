@@ -32,6 +32,7 @@ ANALYST_PARTNERS = "analyst_partners"
 PARTNER_POLICY = "partner_rows"
 WHOLE_LEDGER_POLICY = "whole_ledger_rows"
 OWN_ROW_POLICY = "own_row"
+EVERY_ROW_POLICY = "every_row"
 
 MAPPING = """CREATE TABLE IF NOT EXISTS {mapping} (
     role_name name PRIMARY KEY,
@@ -68,6 +69,12 @@ def whole_ledger_rows(table: Callable[[str], Identifier], name: str) -> Composed
     """The policy of a table of no one partner's rows: a recorded role sees none, others all rows."""
     rows = SQL("NOT " + ROLE_RECORDED).format(mapping=table(ANALYST_PARTNERS))
     return _policy(table(name), WHOLE_LEDGER_POLICY, rows)
+
+
+def every_row(table: Callable[[str], Identifier], name: str) -> Composed:
+    """The policy of a table of every analyst's rows (the dimensions: `projections.dimensions`): every role
+    sees all its rows, and an analyst of one partner may be granted it as a table under a policy."""
+    return _policy(table(name), EVERY_ROW_POLICY, SQL("true"))
 
 
 def _policy(table: Identifier, policy: str, rows: Composed | SQL) -> Composed:

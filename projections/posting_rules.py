@@ -30,6 +30,8 @@ UNCONFIRMED_DEPOSITS = "unconfirmed_deposits"
 DEPOSITS_PENDING = "deposits_pending"
 SUSPENSE = "suspense"
 RECEIVED_UNMATCHED = "received_unmatched"  # late payments to expired sells, owed back to their senders
+REFUNDS_PAYABLE = "refunds_payable"  # refunds the operator decided, until their sendout is confirmed
+REFUND_FEES_KEPT = "refund_fees_kept"  # what was received when the network fee left nothing to refund
 # both
 TRADING = "trading"
 EQUITY = "equity"
@@ -45,7 +47,7 @@ BANK_ACCOUNT = reserve_account(BANK)
 # what a reserve owes from its total: the crypto of committed buys and their network fees, and late payments
 # to refund; sellers' payouts
 LOCKED_ACCOUNTS = {
-    HOT_WALLET: (CUSTOMER_CRYPTO_LIABILITY, NETWORK_FEES_PAYABLE, RECEIVED_UNMATCHED),
+    HOT_WALLET: (CUSTOMER_CRYPTO_LIABILITY, NETWORK_FEES_PAYABLE, RECEIVED_UNMATCHED, REFUNDS_PAYABLE),
     BANK: (PAYOUT_LIABILITY,),
 }
 UNCONFIRMED_ACCOUNTS = {HOT_WALLET: (UNCONFIRMED_DEPOSITS,)}
@@ -231,6 +233,55 @@ def sell_paid_late(deal: Deal, memo: Decimal, received: Decimal) -> list[Entry]:
             *entries,
             debit(HOT_WALLET_ACCOUNT, deal.crypto, received),
             credit(RECEIVED_UNMATCHED, deal.crypto, received),
+        ]
+    )
+
+
+def sell_accepted(deal: Deal) -> list[Entry]:
+    """A BLOCKED sell's amount accepted (`deal`: the sell priced again on it): what suspense held is sold as
+    a confirmed payment would be (Cr trading in crypto; Dr trading, Cr payout liability and the fees in
+    fiat)."""
+    fiat, crypto = deal.currency, deal.crypto
+    return balanced(
+        [
+            debit(SUSPENSE, crypto, deal.crypto_amount),
+            credit(TRADING, crypto, deal.crypto_amount),
+            debit(TRADING, fiat, deal.crypto_value),
+            credit(PAYOUT_LIABILITY, fiat, deal.fiat_value),
+            *_fees(deal),
+        ]
+    )
+
+
+def held_account(held: str) -> str:
+    """Where a sell's money waits for its resolution, by the status it was held in: a BLOCKED sell's in
+    suspense, a late payment's (CANCELLED) in received_unmatched."""
+    return SUSPENSE if held == "BLOCKED" else RECEIVED_UNMATCHED
+
+
+def refund_started(crypto: str, held: str, amount: Decimal, network_fee: Decimal) -> list[Entry]:
+    """A refund decided: what was held is owed back (the amount to send) and to the network (its fee)."""
+    return balanced(
+        [
+            debit(held_account(held), crypto, amount + network_fee),
+            credit(REFUNDS_PAYABLE, crypto, amount),
+            credit(NETWORK_FEES_PAYABLE, crypto, network_fee),
+        ]
+    )
+
+
+def refund_not_sent(crypto: str, held: str, kept: Decimal) -> list[Entry]:
+    """A refund whose network fee leaves nothing to send: what was held is kept as the fee."""
+    return balanced([debit(held_account(held), crypto, kept), credit(REFUND_FEES_KEPT, crypto, kept)])
+
+
+def refunded(crypto: str, amount: Decimal, network_fee: Decimal) -> list[Entry]:
+    """The refund's sendout confirmed: the amount and its network fee leave the hot wallet."""
+    return balanced(
+        [
+            debit(REFUNDS_PAYABLE, crypto, amount),
+            debit(NETWORK_FEES_PAYABLE, crypto, network_fee),
+            credit(HOT_WALLET_ACCOUNT, crypto, amount + network_fee),
         ]
     )
 

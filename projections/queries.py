@@ -15,16 +15,22 @@ from psycopg.sql import SQL, Composable, Identifier, Placeholder
 from projections.base.postgres import READ_SCHEMA
 from projections.read_models import ReadModels
 
+# a late payment waiting to be resolved: a sell CANCELLED with a payment recorded against it, which only its
+# `PaidLate` event records (an expired sell never gets a payment otherwise; a refund moves it on)
+PAID_LATE = SQL("(type = 'BROKERSELL' AND status = 'CANCELLED' AND blockchain_tx_id IS NOT NULL)")
+
 
 @dataclass(frozen=True)
 class TransactionFilter:
-    """What the list of transactions may be narrowed to; `created_from` inclusive, `created_to` exclusive."""
+    """What the list of transactions may be narrowed to; `created_from` inclusive, `created_to` exclusive;
+    `paid_late` True: the late payments still to resolve (`PAID_LATE`), False: all but those."""
 
     customer_code: str | None = None
     status: str | None = None
     type: str | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
+    paid_late: bool | None = None
 
     def conditions(self) -> tuple[Composable, dict[str, Any]]:
         """The WHERE clause (partner added by the caller) and its parameters."""
@@ -41,6 +47,8 @@ class TransactionFilter:
                 name = f"p{len(params)}"
                 params[name] = value
                 parts.append(SQL("{} " + operator + " {}").format(Identifier(column), Placeholder(name)))
+        if self.paid_late is not None:
+            parts.append(PAID_LATE if self.paid_late else SQL("NOT ") + PAID_LATE)
         return SQL("").join(SQL(" AND ") + part for part in parts), params
 
 
@@ -67,27 +75,64 @@ def transaction_page(
 
 
 def transaction_page_at(
-    view: ReadModels, partner: str, where: TransactionFilter, at: datetime, page: int, page_size: int
+    view: ReadModels,
+    partner: str,
+    where: TransactionFilter,
+    at: datetime,
+    page: int,
+    page_size: int,
+    paid_late_then: list[str] | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     """How many of the partner's transactions that existed at `at` match, and the code and status then
     (`status`, `version`) of those of page `page`, newest first: a transaction exists from its creation
     (`created`, the ledger's time), and its status at `at` is the last of `read.transaction_status_history`
     at or before it (each change's `at`, the same time base). The filter's status is the status then; its
-    other conditions are on what never changes (customer, type, creation)."""
-    conditions, params = replace(where, status=None).conditions()
-    then = SQL("")
+    `paid_late` is by `paid_late_then`, the codes of the late payments still to resolve then (which the
+    log tells: `late_payment_candidates_at`); its other conditions are on what never changes (customer, type,
+    creation)."""
+    conditions, params = replace(where, status=None, paid_late=None).conditions()
+    then: list[Composable] = []
     if where.status is not None:
         params["status_then"] = where.status
-        then = SQL(" WHERE status = %(status_then)s")
+        then.append(SQL("status = %(status_then)s"))
+    if where.paid_late is not None:
+        params["paid_late_then"] = list(paid_late_then or [])
+        late = SQL("transaction_code = ANY(%(paid_late_then)s::text[])")
+        then.append(late if where.paid_late else SQL("NOT ") + late)
     params |= {"partner": partner, "at": at, "limit": page_size, "offset": (page - 1) * page_size}
-    existing = SQL(
+    chosen = SQL(" WHERE ") + SQL(" AND ").join(then) if then else SQL("")
+    return _newest_first(
+        view, SQL("SELECT * FROM ({}) AS e{}").format(_existing_at(view, conditions), chosen), params
+    )
+
+
+def late_payment_candidates_at(
+    view: ReadModels, partner: str, where: TransactionFilter, at: datetime
+) -> list[str]:
+    """The codes of the partner's sells matching `where`'s unchanging conditions that were CANCELLED at `at`
+    and have a payment recorded now: every late payment still to resolve at `at`, and maybe some whose late
+    payment came only after it (the log tells them apart: the read models keep no time of the payment)."""
+    conditions, params = replace(where, status=None, paid_late=None).conditions()
+    params |= {"partner": partner, "at": at}
+    source = SQL(
+        "SELECT e.transaction_code FROM ({}) AS e JOIN {} AS t ON t.partner = %(partner)s "
+        "AND t.transaction_code = e.transaction_code WHERE e.status = 'CANCELLED' "
+        "AND t.type = 'BROKERSELL' AND t.blockchain_tx_id IS NOT NULL"
+    ).format(_existing_at(view, conditions), view.table("transactions"))
+    with view.datastore.transaction(commit=False) as curs:
+        return [row["transaction_code"] for row in curs.execute(source, params).fetchall()]
+
+
+def _existing_at(view: ReadModels, conditions: Composable) -> Composable:
+    """The partner's transactions that existed at `%(at)s` and match `conditions` (on what never changes):
+    code, creation, status then and the version of the change that made it."""
+    return SQL(
         "SELECT t.transaction_code, t.created, h.to_status AS status, h.version FROM {} AS t "
         "JOIN LATERAL (SELECT to_status, version FROM {} AS h WHERE h.partner = t.partner "
         "AND h.transaction_code = t.transaction_code AND h.at <= %(at)s "
         "ORDER BY h.version DESC LIMIT 1) AS h ON true "
         "WHERE t.partner = %(partner)s AND t.created <= %(at)s{}"
     ).format(view.table("transactions"), view.table("transaction_status_history"), conditions)
-    return _newest_first(view, SQL("SELECT * FROM ({}) AS e{}").format(existing, then), params)
 
 
 def _newest_first(

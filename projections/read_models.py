@@ -27,8 +27,8 @@ from psycopg.sql import SQL, Composed, Identifier
 
 from domain.account import Account
 from domain.customer import Customer, CustomerStatus
-from domain.transaction import Status, Transaction
-from domain.transaction_view import transaction_view
+from domain.transaction import Resolution, Status, Transaction
+from domain.transaction_view import priced, transaction_view
 from projections.base.json_rows import ANY_ID, as_json, json_rows
 from projections.base.postgres import ReadModel
 from projections.read_tables import TABLES, VOLUME_SUMS, create_statements
@@ -134,10 +134,13 @@ class ReadModels(ReadModel):
         }
         rows[event.originator_id] = new
         self.keep(curs, "transactions", new)
+        counted = old["status"] not in OUT_OF_VOLUMES
         if status != old["status"]:
             self.record_status(curs, old, old["status"], status, event, tracking)
-            if status == Status.CANCELLED:
-                self.add_volume(curs, old, -1)
+        if counted and (status in OUT_OF_VOLUMES or "fiat_value" in values):
+            self.add_volume(curs, old, -1)
+            if status not in OUT_OF_VOLUMES:  # priced again (a BLOCKED sell's amount accepted)
+                self.add_volume(curs, new, +1)
 
     def keep(self, curs: Cursor[DictRow], table: str, row: dict[str, Any]) -> None:
         """Writes the row of `table` as it now is: in a batch, each changed row once, at its end."""
@@ -277,6 +280,9 @@ def transaction_row(event: Transaction.Staged | Transaction.Initiated, tracking:
     }
 
 
+# a transaction cancelled or refunded is in no volume: what it was to trade did not trade
+OUT_OF_VOLUMES = frozenset({Status.CANCELLED, Status.REFUNDING, Status.REFUNDED})
+
 STATUS_OF_EVENT: dict[type, Status | None] = {
     Transaction.SendoutSeen: None,
     Transaction.Confirming: Status.CONFIRMING,
@@ -388,6 +394,43 @@ class ReadModelsProjection(Projection[ReadModels]):
             values["payout_reference"] = event.reference
         if event.bank_account_id:
             values["customer_bank_account_id"] = event.bank_account_id
+        with self.view.recording(tracking) as curs:
+            self.view.change_transaction(curs, event, tracking, **values)
+
+    @process_event.register
+    def _received_accepted(self, event: Transaction.ReceivedAccepted, tracking: Tracking) -> None:
+        values = {
+            **priced(event.order),
+            "status": Status.TO_PAYOUT if event.to_payout else Status.COMPLETED,
+            "updated": event.at,
+            "resolution": Resolution.ACCEPT_RECEIVED,
+            "resolution_reason": event.reason,
+        }
+        with self.view.recording(tracking) as curs:
+            self.view.change_transaction(curs, event, tracking, **values)
+
+    @process_event.register(Transaction.RefundStarted)
+    @process_event.register(Transaction.RefundNotSent)
+    def _refund_decided(self, event: Any, tracking: Tracking) -> None:
+        started = isinstance(event, Transaction.RefundStarted)
+        values = {
+            "status": Status.REFUNDING if started else Status.REFUNDED,
+            "updated": event.at,
+            "resolution": Resolution.REFUND,
+            "resolution_reason": event.reason,
+            "refund_address": event.address,
+            "refund_crypto_amount": event.amount if started else Decimal(0),
+            "refund_network_fee": event.network_fee if started else event.kept,
+        }
+        with self.view.recording(tracking) as curs:
+            self.view.change_transaction(curs, event, tracking, **values)
+
+    @process_event.register(Transaction.RefundSendoutSeen)
+    @process_event.register(Transaction.Refunded)
+    def _refund_sendout(self, event: Any, tracking: Tracking) -> None:
+        values: dict[str, Any] = {"updated": event.at, "refund_tx_id": event.payment.tx_id}
+        if isinstance(event, Transaction.Refunded):
+            values["status"] = Status.REFUNDED
         with self.view.recording(tracking) as curs:
             self.view.change_transaction(curs, event, tracking, **values)
 

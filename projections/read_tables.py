@@ -13,10 +13,11 @@ from decimal import Decimal
 from typing import Any, get_args, get_origin, get_type_hints
 from uuid import UUID
 
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Composed, Identifier, Literal
 
 from domain.transaction_view import FIELDS as TRANSACTION_FIELDS
 from domain.transaction_view import TransactionView
+from projections.dimensions import ASSETS, dimension_statements
 from projections.partner_policies import mapping_statements, partner_rows
 
 TABLES = ("customers", "accounts", "transactions", "transaction_status_history", "daily_volumes")
@@ -98,6 +99,31 @@ def transactions_table() -> str:
 
 
 TRANSACTIONS = transactions_table()
+# the columns added after the table was first released, added to a table made before them (each only if
+# missing: a look at the catalog takes no lock, `ALTER TABLE` would take the table's whole)
+ADDED_TRANSACTION_COLUMNS = (
+    "resolution",
+    "resolution_reason",
+    "refund_address",
+    "refund_crypto_amount",
+    "refund_network_fee",
+    "refund_tx_id",
+)
+
+
+def added_columns(table: Identifier) -> Composed:
+    hints = get_type_hints(TransactionView)
+    adds = [
+        SQL(
+            "IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = {name}::regclass AND attname = {column}"
+            " AND NOT attisdropped) THEN ALTER TABLE {table} ADD COLUMN "
+            + column_definition(name, hints[name])
+            + "; END IF; "
+        ).format(name=Literal(table.as_string()), column=Literal(name), table=table)
+        for name in ADDED_TRANSACTION_COLUMNS
+    ]
+    return SQL("DO $added$ BEGIN {} END $added$").format(SQL("").join(adds))
+
 
 STATUS_HISTORY = """CREATE TABLE IF NOT EXISTS {transaction_status_history} (
     partner text NOT NULL,
@@ -128,16 +154,33 @@ DAILY_VOLUMES = """CREATE TABLE IF NOT EXISTS {daily_volumes} (
     fees_crypto numeric NOT NULL,
     PRIMARY KEY (partner, day, customer_code, payment_method_code, type, currency_code, crypto_code))"""
 
-# as the querying role (`security_invoker`): its owner's rights would bypass the tables' partner policies
-MONTHLY_VOLUMES = """CREATE OR REPLACE VIEW {monthly_volumes} WITH (security_invoker = true) AS
-SELECT partner, date_trunc('month', day)::date AS month, customer_code, payment_method_code, type,
-       currency_code, crypto_code, sum(count)::bigint AS count, sum(fiat_value) AS fiat_value,
-       sum(crypto_amount) AS crypto_amount, sum(partner_fee_fiat) AS partner_fee_fiat,
-       sum(bank_fee_fiat) AS bank_fee_fiat, sum(network_fee_fiat) AS network_fee_fiat,
-       sum(fees_fiat) AS fees_fiat, sum(fees_crypto) AS fees_crypto
-FROM {daily_volumes}
-GROUP BY partner, date_trunc('month', day)::date, customer_code, payment_method_code, type,
-         currency_code, crypto_code"""
+# as the querying role (`security_invoker`): its owner's rights would bypass the tables' partner policies.
+# Amounts at their asset's scale (`read.assets`' places: fiat sums at the currency's, crypto sums at the
+# crypto-currency's); an asset the settings no longer name keeps its sums as they are.
+FIAT_SUMS = tuple(name for name in VOLUME_SUMS if name.endswith("_fiat") or name == "fiat_value")
+
+
+def at_scale(amount: str, places: str) -> str:
+    """SQL of `amount` at `places` decimal places, or as it is when `places` is unknown (NULL)."""
+    return f"CASE WHEN {places} IS NULL THEN {amount} ELSE round({amount}, {places}) END"
+
+
+MONTHLY_SUMS = ", ".join(
+    f"{at_scale(f'sum(v.{name})', 'f.places' if name in FIAT_SUMS else 'c.places')} AS {name}"
+    for name in VOLUME_SUMS
+)
+MONTHLY_VOLUMES = (
+    """CREATE OR REPLACE VIEW {monthly_volumes} WITH (security_invoker = true) AS
+SELECT v.partner, date_trunc('month', v.day)::date AS month, v.customer_code, v.payment_method_code, v.type,
+       v.currency_code, v.crypto_code, sum(v.count)::bigint AS count, """
+    + MONTHLY_SUMS.replace("{", "{{").replace("}", "}}")
+    + """
+FROM {daily_volumes} AS v
+LEFT JOIN {assets} AS f ON f.asset_code = v.currency_code
+LEFT JOIN {assets} AS c ON c.asset_code = v.crypto_code
+GROUP BY v.partner, date_trunc('month', v.day)::date, v.customer_code, v.payment_method_code, v.type,
+         v.currency_code, v.crypto_code, f.places, c.places"""
+)
 
 INDEXES = (  # (name, table, columns)
     ("transactions_by_created", "transactions", "partner, created DESC"),
@@ -151,12 +194,14 @@ INDEXES = (  # (name, table, columns)
 def create_statements(table: Callable[[str], Identifier]) -> list[Composed]:
     """CREATE statements of every table, index and view, names qualified by `table`, and each table's
     partner policy (`projections.partner_policies`)."""
-    names = {name: table(name) for name in (*TABLES, *VIEWS)}
+    names = {name: table(name) for name in (*TABLES, *VIEWS, ASSETS)}
     statements = mapping_statements(table)
+    statements += dimension_statements(table)  # `read.assets` before the views that scale by it
     statements += [
         SQL(text).format(**names)
         for text in (CUSTOMERS, ACCOUNTS, TRANSACTIONS, STATUS_HISTORY, DAILY_VOLUMES, MONTHLY_VOLUMES)
     ]
+    statements.append(added_columns(names["transactions"]))
     statements += [
         SQL("CREATE INDEX IF NOT EXISTS {} ON {} (" + columns + ")").format(Identifier(name), names[on])
         for name, on, columns in INDEXES

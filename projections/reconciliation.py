@@ -7,10 +7,13 @@ Everything is read from the `Postings` view's tables, by the partner's indexes, 
 to one position of the view: a reconciliation never reads the event log, and costs what the partner's own
 reports and postings cost, whatever other partners recorded.
 
-- Reserves: per reserve (`reserve:<name>`) and asset, from the partner's rows of `read.postings`: the
-  opening (postings up to `start`), the period's postings and the closing (postings up to `end`), summed
-  apart; opening + postings = closing must hold, and when nothing was posted to the reserve after `end`
-  the closing must also equal the balance `read.balances` keeps (kept by `projections.ledger_postings`).
+- Reserves: per reserve (`reserve:<name>`) and asset with a posting by `end`: the opening (postings up to
+  `start`) and the closing (postings up to `end`), each by `balances_at` (`projections.daily_balances`: the
+  one definition of a reserve's sum, from `read.daily_balances` and the postings of the bound's own day),
+  and the period's postings summed from the partner's rows of `read.postings` themselves; opening +
+  postings = closing must hold (the daily sums agree with the postings), and when nothing was posted to
+  the reserve after `end` the closing must also equal the balance `read.balances` keeps (kept by
+  `projections.ledger_postings`).
 - Chain reports, from `read.chain_reports` (`projections.chain_reports`): the events a deposit or sendout
   report recorded on a transaction (Confirming, ToPayout, Completed, Blocked, PaidLate, SendoutSeen), each
   with whether the posting it made is in `read.postings`, in the log's order: a page of them (`Window`), and
@@ -37,6 +40,7 @@ from psycopg.rows import dict_row
 from psycopg.sql import SQL, Identifier
 
 from domain.chain_reports import Dispute
+from projections import daily_balances
 from projections.audit_sql import snapshot, table_exists
 from projections.base.postgres import READ_SCHEMA
 from projections.chain_reports import DISPUTED, TABLE
@@ -122,32 +126,40 @@ class Window:
     limit: int | None = None
 
 
-RESERVES_SQL = """SELECT p.partner, p.account, p.currency_code,
-    coalesce(sum(p.debit - p.credit) FILTER (WHERE p.at <= %(start)s), 0) AS opening,
-    coalesce(sum(p.debit - p.credit) FILTER (WHERE p.at > %(start)s AND p.at <= %(end)s), 0) AS postings,
-    coalesce(sum(p.debit - p.credit) FILTER (WHERE p.at <= %(end)s), 0) AS closing,
-    max(p.at) AS latest, min(p.at) AS first, b.balance AS kept
-  FROM {postings} p LEFT JOIN {balances} b
-    ON b.partner = p.partner AND b.account = p.account AND b.currency_code = p.currency_code
-  WHERE p.account LIKE %(reserves)s AND (%(partner)s::text IS NULL OR p.partner = %(partner)s)
-  GROUP BY p.partner, p.account, p.currency_code, b.balance
-  ORDER BY p.partner, p.currency_code, p.account"""
+# the opening and closing by `balances_at` (`projections.daily_balances`), the one definition of an account's
+# sum as of an instant; the period's postings read from `read.postings` themselves, so that the roll-forward
+# checks the daily sums against them; the last posting time of each reserve from its latest day
+RESERVES_SQL = """SELECT c.partner, c.account, c.currency_code, coalesce(o.balance, 0) AS opening,
+    coalesce(m.moved, 0) AS postings, c.balance AS closing, b.balance AS kept,
+    coalesce((SELECT d.updated FROM {daily_balances} d WHERE d.partner = c.partner AND d.account = c.account
+        AND d.currency_code = c.currency_code ORDER BY d.day DESC LIMIT 1), c.updated) AS latest
+  FROM {balances_at}(%(partner)s, %(end)s) c
+  LEFT JOIN {balances_at}(%(partner)s, %(start)s) o
+    ON o.partner = c.partner AND o.account = c.account AND o.currency_code = c.currency_code
+  LEFT JOIN (SELECT p.partner, p.account, p.currency_code, sum(p.debit) - sum(p.credit) AS moved
+      FROM {postings} p WHERE p.account LIKE %(reserves)s AND p.at > %(start)s AND p.at <= %(end)s
+        AND (%(partner)s::text IS NULL OR p.partner = %(partner)s)
+      GROUP BY p.partner, p.account, p.currency_code) m
+    ON m.partner = c.partner AND m.account = c.account AND m.currency_code = c.currency_code
+  LEFT JOIN {balances} b
+    ON b.partner = c.partner AND b.account = c.account AND b.currency_code = c.currency_code
+  WHERE c.account LIKE %(reserves)s
+  ORDER BY c.partner, c.currency_code, c.account"""
 
 
 def read_reserves(
     conn: psycopg.Connection[Any], partner: str | None, period: Period, schema: str = READ_SCHEMA
 ) -> dict[str, list[ReserveRollForward]]:
-    """Each partner's reserves rolled over the period (one partner's with `partner`), from the postings."""
-    if not table_exists(conn, schema, "postings"):
+    """Each partner's reserves with a posting by the period's end, rolled over the period (one partner's
+    with `partner`)."""
+    if not table_exists(conn, schema, daily_balances.TABLE):
         return {}
-    tables = {"postings": Identifier(schema, "postings"), "balances": Identifier(schema, "balances")}
+    names = ("postings", "balances", daily_balances.TABLE, daily_balances.FUNCTION)
     bounds = {"start": period.start, "end": period.end, "partner": partner}
-    statement = SQL(RESERVES_SQL).format(**tables)
+    statement = SQL(RESERVES_SQL).format(**{name: Identifier(schema, name) for name in names})
     rows = conn.cursor(row_factory=dict_row).execute(statement, {**bounds, "reserves": RESERVE_PREFIX + "%"})
     found: dict[str, list[ReserveRollForward]] = {}
     for row in rows.fetchall():
-        if row["first"] > period.end:
-            continue  # the reserve had nothing posted yet
         kept = row["kept"] if row["latest"] <= period.end else None
         name = row["account"].removeprefix(RESERVE_PREFIX)
         rolled = ReserveRollForward(

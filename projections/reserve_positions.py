@@ -8,6 +8,9 @@ are each partner's own book: nothing of another partner's balances or reserve na
 - available: total minus locked;
 - unconfirmed: sellers' payments seen on chain, not yet confirmed (the hot wallet's memo account);
 - updated: when a posting last touched one of these accounts in the asset (None if never).
+
+Now, from `read.balances`; as of an instant (`asOf`) and at the end of each day (the console's charts), from
+`balances_at`, the one SQL definition of an account's sum as of an instant (`projections.daily_balances`).
 """
 
 from __future__ import annotations
@@ -24,8 +27,15 @@ from psycopg.sql import SQL, Identifier
 
 from domain.reserves import BUILT_IN
 from projections.base.postgres import READ_SCHEMA
+from projections.daily_balances import FUNCTION
 from projections.posting_rules import LOCKED_ACCOUNTS, RESERVE_PREFIX, UNCONFIRMED_ACCOUNTS
 
+# what reading the view's tables raises before they (or their per-partner shape, or `balances_at`) exist
+BEFORE_THE_VIEW = (
+    psycopg.errors.UndefinedTable,
+    psycopg.errors.UndefinedColumn,
+    psycopg.errors.UndefinedFunction,
+)
 TRACKING_TABLE = "postings_tracking"  # the view's tracking table: the projection's name + "_tracking"
 APPLICATION = "Ledger"
 
@@ -91,7 +101,8 @@ def _reserve_of(account: str) -> str:
 
 
 # the rows of a partner's reserves, their locked and their unconfirmed amounts (parameters: partner, accounts)
-RESERVE_ROWS = "partner = %s AND (account LIKE 'reserve:%%' OR account = ANY(%s))"
+RESERVE_OF = "(account LIKE 'reserve:%%' OR account = ANY(%s))"
+RESERVE_ROWS = "partner = %s AND " + RESERVE_OF
 RESERVE_ACCOUNTS = [
     account for group in (LOCKED_ACCOUNTS, UNCONFIRMED_ACCOUNTS) for a in group.values() for account in a
 ]
@@ -121,28 +132,25 @@ def read_positions(
                     (partner,),
                 )
             )
-    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):  # before the view's (new) tables
+    except BEFORE_THE_VIEW:
         rows, types = [], {}
     return positions([Balance(*row) for row in rows], types, always)
 
 
-def _sums_to(
-    conn: psycopg.Connection, partner: str, at: datetime, schema: str, *, inclusive: bool
-) -> list[tuple]:
-    """Per reserve account and asset, the sum of the partner's postings up to `at` (included or not) and
-    when the last of them happened."""
-    up_to = "<=" if inclusive else "<"
+def _sums_at(conn: psycopg.Connection, partner: str, at: datetime, schema: str) -> list[tuple]:
+    """Per reserve account and asset, the sum of the partner's postings up to `at` (included) and when the
+    last of them happened: `balances_at`, the one definition of that sum (`projections.daily_balances`)."""
     return conn.execute(
-        SQL(
-            "SELECT account, currency_code, sum(debit) - sum(credit), max(at) FROM {} "
-            f"WHERE {RESERVE_ROWS} AND at {up_to} %s GROUP BY account, currency_code"
-        ).format(Identifier(schema, "postings")),
-        (partner, RESERVE_ACCOUNTS, at),
+        SQL(f"SELECT account, currency_code, balance, updated FROM {{}}(%s, %s) WHERE {RESERVE_OF}").format(
+            Identifier(schema, FUNCTION)
+        ),
+        (partner, at, RESERVE_ACCOUNTS),
     ).fetchall()
 
 
-def _day_start(day: date) -> datetime:
-    return datetime.combine(day, time.min, UTC)
+def _day_end(day: date) -> datetime:
+    """The last instant of a UTC day (PostgreSQL keeps microseconds): what a day's closing is as of."""
+    return datetime.combine(day, time.max, UTC)
 
 
 def read_positions_at(
@@ -152,13 +160,14 @@ def read_positions_at(
     always: Iterable[tuple[str, str]] = (),
     schema: str = READ_SCHEMA,
 ) -> list[ReservePosition]:
-    """The partner's reserve positions as the ledger held them at `at`: each balance summed from the
+    """The partner's reserve positions as the ledger held them at `at`: each balance the sum of the
     partner's postings whose event happened at or before `at` (the postings' `at` is the event's ledger time,
-    the time base of `asOf`), and the reserves named by then. Derived from the postings themselves, never
-    from a kept snapshot, so it cannot drift from them; `read.balances` is the same sum over every posting."""
+    the time base of `asOf`), and the reserves named by then. Summed by `balances_at` from the days of
+    `read.daily_balances` and the postings of `at`'s own day, never from a kept snapshot of an instant, so
+    it cannot drift from them; `read.balances` is the same sum over every posting."""
     try:
         with conn.transaction():
-            rows = _sums_to(conn, partner, at, schema, inclusive=True)
+            rows = _sums_at(conn, partner, at, schema)
             types = dict(
                 conn.execute(
                     SQL("SELECT name, type FROM {} WHERE partner = %s AND created <= %s").format(
@@ -167,9 +176,18 @@ def read_positions_at(
                     (partner, at),
                 )
             )
-    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):  # before the view's (new) tables
+    except BEFORE_THE_VIEW:
         rows, types = [], {}
     return positions([Balance(*row) for row in rows], types, always)
+
+
+# each day's closing: `balances_at` at the day's last instant
+DAILY_SUMS = f"""SELECT d.day::date, b.account, b.currency_code, b.balance, b.updated
+FROM generate_series(%(first)s::date::timestamp, %(last)s::date::timestamp, interval '1 day') AS d (day)
+CROSS JOIN LATERAL {{}}(%(partner)s,
+    (d.day + interval '1 day') AT TIME ZONE 'UTC' - interval '1 microsecond') AS b
+WHERE {RESERVE_OF.replace("%s", "%(accounts)s")}
+ORDER BY 1"""
 
 
 def read_daily_positions(
@@ -181,53 +199,39 @@ def read_daily_positions(
     schema: str = READ_SCHEMA,
 ) -> list[tuple[date, list[ReservePosition]]]:
     """The partner's reserve positions at the end of each UTC day from `first` to `last` (both included): each
-    day's as `read_positions_at` the day's last instant gives them, from three queries whatever the number of
-    days (the sums before `first`, then each day's sums, added up day by day)."""
-    start, end = _day_start(first), _day_start(last + timedelta(days=1))
+    day's as `read_positions_at` the day's last instant gives them (`balances_at` then), in one query whatever
+    the number of days, with the reserves named by the day's end."""
+    parameters = {"partner": partner, "first": first, "last": last, "accounts": RESERVE_ACCOUNTS}
     try:
         with conn.transaction():
-            opening = _sums_to(conn, partner, start, schema, inclusive=False)
-            daily = conn.execute(
-                SQL(
-                    "SELECT (at AT TIME ZONE 'UTC')::date AS day, account, currency_code, "
-                    f"sum(debit) - sum(credit), max(at) FROM {{}} WHERE {RESERVE_ROWS} "
-                    "AND at >= %s AND at < %s GROUP BY 1, 2, 3 ORDER BY 1"
-                ).format(Identifier(schema, "postings")),
-                (partner, RESERVE_ACCOUNTS, start, end),
-            ).fetchall()
+            daily = conn.execute(SQL(DAILY_SUMS).format(Identifier(schema, FUNCTION)), parameters).fetchall()
             places = conn.execute(
                 SQL("SELECT name, type, created FROM {} WHERE partner = %s").format(
                     Identifier(schema, "reserve_places")
                 ),
                 (partner,),
             ).fetchall()
-    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):  # before the view's (new) tables
-        opening, daily, places = [], [], []
-    return _day_by_day(first, last, opening, daily, places, list(always))
+    except BEFORE_THE_VIEW:
+        daily, places = [], []
+    return _day_by_day(first, last, daily, places, list(always))
 
 
 def _day_by_day(
     first: date,
     last: date,
-    opening: list[tuple],
     daily: list[tuple],
     places: list[tuple],
     always: list[tuple[str, str]],
 ) -> list[tuple[date, list[ReservePosition]]]:
-    """The positions of each day: the opening balances with each day's changes added in turn."""
-    balances = {(account, code): Balance(account, code, amount, at) for account, code, amount, at in opening}
-    changes: dict[date, list[tuple]] = {}
-    for day, *change in daily:
-        changes.setdefault(day, []).append(change)
+    """The positions of each day, from its closing balances and the reserves named by its end."""
+    closings: dict[date, list[Balance]] = {}
+    for day, *closing in daily:
+        closings.setdefault(day, []).append(Balance(*closing))
     found = []
     day = first
     while day <= last:
-        for account, code, amount, at in changes.get(day, []):
-            before = balances.get((account, code))
-            balances[account, code] = Balance(account, code, (before.balance if before else 0) + amount, at)
-        day_end = _day_start(day + timedelta(days=1))
-        types = {name: kind for name, kind, created in places if created < day_end}
-        found.append((day, positions(balances.values(), types, always)))
+        types = {name: kind for name, kind, created in places if created <= _day_end(day)}
+        found.append((day, positions(closings.get(day, []), types, always)))
         day += timedelta(days=1)
     return found
 

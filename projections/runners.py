@@ -30,6 +30,7 @@ from multiprocessing.process import BaseProcess
 
 from projections.base.runner import PAGE
 from projections.catalog import PROJECTIONS
+from projections.checkpoints import Checkpointer
 from projections.live import ProjectionWorker, Share
 
 log = logging.getLogger("broker_ledger.projections")
@@ -48,12 +49,18 @@ class Runners:
     """The runner processes of `run --processes N` (see above), started, watched and stopped here."""
 
     def __init__(
-        self, url: str, count: int, prepare: Callable[[], None] | None = None, page: int = PAGE
+        self,
+        url: str,
+        count: int,
+        prepare: Callable[[], None] | None = None,
+        page: int = PAGE,
+        checkpointer: Checkpointer | None = None,
     ) -> None:
         self.url = url
         self.count = count
         self.prepare = prepare  # what a runner does first: logging, its collector (a module-level function)
         self.page = page  # events a runner reads at once (BROKER_LEDGER_PROJECTION_PAGE, from its starter)
+        self.checkpointer = checkpointer  # signs the Merkle tree's checkpoints in the runner leading it
         self._context = multiprocessing.get_context("spawn")
         self._processes: dict[int, BaseProcess] = {}
         self._restart_at: dict[int, float] = {}  # runners that died, by index: when to start them again
@@ -73,7 +80,7 @@ class Runners:
     def _start(self, index: int) -> None:
         process = self._context.Process(
             target=run_runner,
-            args=(self.url, index, self.count, self.prepare, self.page),
+            args=(self.url, index, self.count, self.prepare, self.page, self.checkpointer),
             name=f"projections runner {index}",
             daemon=True,  # ended with this process, should it end without stopping them
         )
@@ -112,7 +119,12 @@ class Runners:
 
 
 def run_runner(
-    url: str, index: int, count: int, prepare: Callable[[], None] | None = None, page: int = PAGE
+    url: str,
+    index: int,
+    count: int,
+    prepare: Callable[[], None] | None = None,
+    page: int = PAGE,
+    checkpointer: Checkpointer | None = None,
 ) -> None:
     """Runner `index` of `count`, in a process of its own (see above): its worker runs the projections of
     its share, `page` events at a time, and takes over others', until SIGTERM or the end of the parent
@@ -123,7 +135,7 @@ def run_runner(
     if prepare is not None:
         prepare()
     share = Share(index, count)
-    worker = ProjectionWorker(url, PROJECTIONS, share=share, page=page)
+    worker = ProjectionWorker(url, PROJECTIONS, share=share, page=page, checkpointer=checkpointer)
     worker.start()
     parent = multiprocessing.parent_process()
     while not stopped.is_set():

@@ -22,6 +22,7 @@ from eventsourcing.persistence import JSONTranscoder, Notification, Recording
 from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.utils import get_topic
 
+from application.store.actors import stamp
 from application.store.msgspec_mapper import EventCodecMapper, decode_state
 from application.store.read_ahead import notifications_page
 from application.store.transcodings import register_value_objects
@@ -43,15 +44,18 @@ class LedgerLog(Application):
         3.11 such an `isinstance` walks the protocol's members on every call (about 0.1 ms of a created buy,
         which saves three aggregates). So when every object is an aggregate (told by its class) and the
         repository keeps no cache, this override of the public `save` does what the library's does with its
-        public parts, in its order: the events collected, put in the event store (`events.put`, what its
+        public parts, in its order: the events collected (each stamped with the save's actor,
+        `application.store.actors`), put in the event store (`events.put`, what its
         `_record` calls; `kwargs`, such as a request's writes, go with them to the recorder), then a snapshot
         taken at each of `snapshotting_intervals` (`take_snapshot`, what its `_take_snapshots` calls). Its
         after-save hooks (`_notify`, the deprecated `notify`) do nothing in the library and are overridden by
         no class of ours, so they are not called: a subclass that overrides one must call it here. Anything
         else (a bare event, None, a repository with a cache) is the library's own save."""
         if self.repository.cache is not None or not all(isinstance(obj, BaseAggregate) for obj in objs):
-            return super().save(*objs, **kwargs)
+            return super().save(*objs, **kwargs)  # no actor: no use case of ours saves other objects
         events = [event for aggregate in objs for event in aggregate.collect_events()]
+        unit = kwargs.get("unit")
+        stamp(events, unit.actor if unit is not None else None)
         recordings = self.events.put(events, **kwargs)
         if self.snapshots is not None and self.snapshotting_intervals:
             self._snapshot_when_due(objs, events)

@@ -9,11 +9,12 @@ JSON); only the JSON in `state` has two formats, told apart by its first bytes:
    library's transcoder with the ledger's transcodings (`LedgerLog.register_transcodings`), exactly as before.
 2. This module's: `{"_v_":2,"timestamp":"2026-03-01T10:00:00.123456Z","order":{"partner":...},...}`. The
    reserved key `_v_` is always the first, then the event's fields in the library's order (`class_version`
-   last, when above 1). Plain JSON without tags: a Decimal is the string `str()` gives ("0.10", "1E+2"),
-   a datetime RFC 3339 with its UTC offset (`Z` for UTC), a UUID the hyphenated string, a value object of
-   `transcodings.VALUE_OBJECTS` an object of its fields, a free-form dictionary an object. What a value is
-   comes from the event class's annotations (`typing.get_type_hints`), never from the JSON, so no text and no
-   key a customer or partner sends can be read as anything but text.
+   last, when above 1; the event's actor, `_by_`, an object of text, after its fields when it has one:
+   `application.store.actors`). Plain JSON without tags: a Decimal is the string `str()` gives ("0.10",
+   "1E+2"), a datetime RFC 3339 with its UTC offset (`Z` for UTC), a UUID the hyphenated string, a value
+   object of `transcodings.VALUE_OBJECTS` an object of its fields, a free-form dictionary an object. What a
+   value is comes from the event class's annotations (`typing.get_type_hints`), never from the JSON, so no
+   text and no key a customer or partner sends can be read as anything but text.
 
 Rules:
 - Detection: the state (after the cipher and the compressor, when configured) starts with the bytes
@@ -56,6 +57,7 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent, find_id_convertor
 from eventsourcing.utils import get_topic, resolve_topic
 
+from application.store.actors import ACTOR_KEY
 from application.store.transcodings import VALUE_OBJECTS
 
 FORMAT_MARKER = b'{"_v_":2'
@@ -96,6 +98,7 @@ class EventCodec:
         self.cls = cls
         self.class_version: int = getattr(cls, "class_version", 1)
         name = cls.__qualname__.replace(".", "")
+        fields = {**fields, ACTOR_KEY: NotRequired[dict[str, str]]}  # who caused it (`actors`)
         self.fields_type = TypedDict(f"{name}Fields", fields)  # type: ignore[misc]
         marked = TypedDict(f"{name}Stored", {MARKER_KEY: int, **fields})  # type: ignore[misc]
         self.decoder = msgspec.json.Decoder(marked)
@@ -138,7 +141,7 @@ def codec_for(cls: type) -> EventCodec | None:
         if field.name in _IDS:
             continue
         hint = hints.get(field.name)
-        if field.name in (MARKER_KEY, "class_version") or hint is None or not _exact(hint):
+        if field.name in (MARKER_KEY, ACTOR_KEY, "class_version") or hint is None or not _exact(hint):
             return None
         required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
         fields[field.name] = hint if required else NotRequired[hint]

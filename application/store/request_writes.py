@@ -5,7 +5,8 @@ its own); it carries what must follow the request's saves.
 The interface opens one around each write of an authenticated partner (`interface.http.read_your_writes`)
 and hands it to the use case, which passes it to every save it makes (`LedgerStore.save(..., unit=writes)`);
 the group committer (`application.store.group_commit`) takes it with the save's events. It carries:
-- whose request it is (`partner`);
+- whose request it is (`partner`), and who made it (`actor`: recorded with each of its events,
+  `application.store.actors`);
 - how far the event log went with the request's writes (`position`, for read-your-writes: a later read of the
   same partner waits for it rather than for the whole log), and how far of it the store kept with the events
   (`kept`). The group committer, once told the table (`keep_write_positions`), writes the partner's position
@@ -27,7 +28,7 @@ commit (`application.store.group_commit`) depends on it, not the other way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 Statement = tuple[str, Sequence[Any]]  # SQL text and its parameters (sent in binary)
@@ -81,10 +82,11 @@ class RequestWrites:
     riding with its first save (see the module docstring). `partner` None: the position is tracked but kept
     by nobody."""
 
-    __slots__ = ("first_save", "kept", "partner", "position")
+    __slots__ = ("actor", "first_save", "kept", "partner", "position")
 
-    def __init__(self, partner: str | None = None) -> None:
+    def __init__(self, partner: str | None = None, actor: Mapping[str, str] | None = None) -> None:
         self.partner = partner
+        self.actor = actor  # who the request's events are by (`application.store.actors`); None: the process
         self.position = 0  # the last notification id the request's saves recorded; 0 while it wrote nothing
         self.kept = 0  # how far of it the store kept with the events (committed)
         self.first_save: FirstSaveStatements | None = None

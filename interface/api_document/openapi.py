@@ -50,6 +50,29 @@ HEADERS_OF_STATUS = {
     429: {"Retry-After": "seconds to wait before trying again"},
     503: {"Retry-After": "seconds to wait before trying again"},
 }
+# Headers of every answer (docs/api.md, "Request ids and rate-limit fields"); those of an operation the rate
+# limit counts are absent from an answer refused before it counted the request (a bad token, say)
+ANSWER_HEADERS = {
+    "X-Request-Id": {
+        "description": "the request's id: the X-Request-Id it was sent with when well formed "
+        "(1 to 128 of A-Z a-z 0-9 _ . : -), else a new one; problem bodies name it in requestId",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$"},
+    }
+}
+LIMITED_ANSWER_HEADERS = {
+    "RateLimit-Policy": {
+        "description": 'the client\'s rate limit: `"default";q=<burst>;w=<seconds the bucket takes to fill>`',
+        "required": False,
+        "schema": {"type": "string"},
+    },
+    "RateLimit": {
+        "description": 'where the client stands after this request: `"default";r=<requests left now>;'
+        "t=<seconds until the whole quota is back>`",
+        "required": False,
+        "schema": {"type": "string"},
+    },
+}
 
 
 # The `code` values of the refusals the shared machinery gives, by status, and what an operation must be
@@ -257,6 +280,9 @@ def _correct_operation(
                 name: {"description": text, "required": True, "schema": {"type": "string"}}
                 for name, text in headers.items()
             }
+    every_answer = {**ANSWER_HEADERS, **(LIMITED_ANSWER_HEADERS if limited else {})}
+    for response in documented.values():
+        response.setdefault("headers", {}).update(copy.deepcopy(every_answer))
 
 
 def _problem(status: int) -> dict[str, Any]:

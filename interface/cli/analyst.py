@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
+import sys
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -39,14 +40,18 @@ from psycopg.rows import tuple_row
 
 from application.store.advisory_locks import LocksNotReserved, lock_functions_of, reserve_for
 from application.store.database import build_url, redact
-from interface.cli.main import database_url, fail
+from interface.cli.main import database_url, fail, settings_or_none, unknown_partner
 from interface.environment import Environment
+from projections.analyst_schema import prepare
 from projections.analyst_watch import LIMITS_TABLE, limits_table, record_limits
 from projections.base.postgres import READ_SCHEMA
 from projections.base.runner import open_view
-from projections.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, STATES
+from projections.callbacks.outbox import ATTEMPTS, ENDPOINTS, OUTBOX, REDELIVERIES, STATES
+from projections.callbacks.secrets import SECRETS
 from projections.catalog import PROJECTIONS
+from projections.dimensions import Dimensions
 from projections.partner_policies import ANALYST_PARTNERS, under_policy
+from projections.publications import publish, wal_level
 from projections.status import create_table as create_status_table
 
 app = App(name="analyst", help="The read-only database role for analysts.")
@@ -54,7 +59,8 @@ ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}\Z")
 PRIVATE_SCHEMAS = ("ledger", "api")
 # of the schema `read`: the callbacks' partner data, the projections' failures (free-text errors), and the
 # analysts' limits (the service's to read)
-PRIVATE_TABLES = (STATES, OUTBOX, ATTEMPTS, ENDPOINTS, "projection_status", LIMITS_TABLE)
+CALLBACK_TABLES = (STATES, OUTBOX, ATTEMPTS, ENDPOINTS, REDELIVERIES, SECRETS)
+PRIVATE_TABLES = (*CALLBACK_TABLES, "projection_status", LIMITS_TABLE)
 LOCK_TIMEOUT_SECONDS = 10  # a statement of the role waits at most this long for a lock
 IDLE_IN_TRANSACTION_SECONDS = 60  # a session that leaves a transaction open and idle longer is ended
 # what the role may change, if anything, whatever its session's default_transaction_read_only (but the
@@ -115,8 +121,10 @@ def create_role(
         return fail("--statement-timeout, --idle-in-transaction-timeout and --connections must be at least 1")
     if partner is not None and not partner:
         return fail("--partner must name a partner")
-    url = database_url(Environment.read())
+    environment = Environment.read()
+    url = database_url(environment)
     positions = open_read_schema(url)
+    prepare(url, dimensions_of(environment))  # the dimensions, the analysts' views, the comments
     with psycopg.connect(url, autocommit=True) as conn:
         service = str(conn.execute("SELECT current_user").fetchone()[0])
         if service == name:
@@ -297,3 +305,61 @@ def partner_scope(
             sql.SQL(", ").join(sql.Identifier(READ_SCHEMA, table) for table in readable), role
         ),
     ]
+
+
+def dimensions_of(environment: Environment) -> Dimensions | None:
+    """The dimension tables' rows from the service's settings; None (left as they are) when the settings
+    cannot be read, each problem printed."""
+    loaded = settings_or_none(environment.settings_file)
+    return None if loaded is None else Dimensions.of(loaded.ledger)
+
+
+@app.command(name="publication")
+def publication(
+    *,
+    partner: Annotated[str, Parameter(help="The partner whose rows the publication carries.")],
+    name: Annotated[str | None, Parameter(help="Name of the publication; default: ledger_<partner>.")] = None,
+) -> int:
+    """Create (or update) a logical replication publication of a partner's rows of the read tables, for a
+    warehouse's CREATE SUBSCRIPTION (docs/analytics.md, "A change feed for the warehouse"): each table whose
+    key holds the partner, with the row filter partner = P, and the dimension tables. Exit 2 for a partner
+    the settings do not name or a name that is not a plain one."""
+    environment = Environment.read()
+    loaded = settings_or_none(environment.settings_file)
+    if loaded is None:
+        return fail("analyst publication: the settings cannot be read")
+    if (unknown := unknown_partner(partner, loaded.ledger.partners)) is not None:
+        return fail(f"analyst publication: {unknown}")
+    name = name or f"ledger_{partner.lower()}"
+    if not ROLE_NAME.match(name):
+        return fail(
+            f"analyst publication: {name!r} is not a plain name (lower-case letters, digits and _); "
+            "give --name"
+        )
+    url = database_url(environment)
+    open_read_schema(url)
+    prepare(url, Dimensions.of(loaded.ledger))
+    with psycopg.connect(url, autocommit=True) as conn:
+        made = publish(conn, name, partner, PRIVATE_TABLES)
+        level = wal_level(conn)
+    print(
+        f"publication {made.name} {'created' if made.created else 'updated'}: "
+        f"the rows of partner {partner!r} "
+        f"of {', '.join(READ_SCHEMA + '.' + t for t in made.filtered)}; whole: "
+        f"{', '.join(READ_SCHEMA + '.' + t for t in made.whole)}"
+    )
+    if made.left_out:
+        print(f"not published (their key does not hold the partner): {', '.join(made.left_out)}")
+    if level != "logical":
+        print(
+            f"warning: wal_level is {level}: set wal_level = logical (and restart) before subscribing",
+            file=sys.stderr,
+        )
+    params = conninfo_to_dict(url)
+    print(
+        f"subscribe with: CREATE SUBSCRIPTION {made.name} CONNECTION "
+        f"'host={params.get('host', 'HOST')} port={params.get('port', '5432')} "
+        f"dbname={params.get('dbname', '')} "
+        f"user=REPLICATION_ROLE password=...' PUBLICATION {made.name};"
+    )
+    return 0

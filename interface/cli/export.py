@@ -21,9 +21,11 @@ from typing import Annotated, Literal
 
 from cyclopts import Parameter
 
+from application.audit_key import load_or_create_audit_key
 from interface.cli.main import USAGE_ERROR, database_url, fail, settings_or_none, unknown_partner
 from interface.environment import Environment
 from interface.shared.instants import Unreadable, instant
+from projections.checkpoints import record_key
 from projections.export_files import MANIFEST, Progress, UnsafeOutput, export_period, prepare_folder
 from projections.exports import EXTRACTS, Assets, Period
 
@@ -39,7 +41,8 @@ def export(
 ) -> int:
     """Write a partner's transactions, status history, postings, reserve balances at both ends and daily
     volumes of the period (from, to] into --out, one file each, and manifest.json (the parameters, and per
-    file its rows, its sums per asset and its sha256). Exit 2 for a malformed or empty period, an unknown
+    file its rows, its sums per asset and its sha256), signed in manifest.sig by the audit key in the var
+    directory. Exit 2 for a malformed or empty period, an unknown
     partner, an output folder that cannot be written, or one that is a symbolic link or holds one under
     a file's name (nothing is written then).
 
@@ -81,9 +84,11 @@ def export(
     if (refusal := folder_refusal(out)) is not None:
         return fail(f"export: {refusal}")
     period = Period(partner, start, end)
+    key = load_or_create_audit_key(environment.var_dir)
+    record_key(database_url(environment), key)  # listed by GET /audit/public-key
     try:
         with progress_bar() as progress:
-            manifest = export_period(read_url(environment), period, out, format, assets, progress)
+            manifest = export_period(read_url(environment), period, out, format, assets, progress, key)
     except UnsafeOutput as error:
         return fail(f"export: {error}")
     except OSError as error:

@@ -66,9 +66,13 @@ def run(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.set())
     if runners > 1:
-        Runners(url, runners, prepare_runner, page=environment.projection_page).supervise(stopped)
+        checkpointer = environment.checkpointer()
+        Runners(
+            url, runners, prepare_runner, page=environment.projection_page, checkpointer=checkpointer
+        ).supervise(stopped)
         return 0
-    workers = [ProjectionWorker(url, PROJECTIONS, page=environment.projection_page)]
+    page, checkpointer = environment.projection_page, environment.checkpointer()
+    workers = [ProjectionWorker(url, PROJECTIONS, page=page, checkpointer=checkpointer)]
     settle_for_serving()
     for worker in workers:
         worker.start()

@@ -7,7 +7,7 @@ page does not take)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,12 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "object-src 'none'",
     ]
 )
+# what the text fields of days and instants take (HTML `pattern`s, whole values): a UTC day; an instant in UTC
+# to the minute or second (`Z` optional), or with an offset and a fraction, as the timeline's links give it
+DAY_PATTERN = "[0-9]{4}-[0-9]{2}-[0-9]{2}"
+INSTANT_PATTERN = (
+    "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,6})?)?(Z|[+\\-][0-9]{2}:[0-9]{2})?"
+)
 KEPT_HEADERS = ("retry-after", "allow")  # of the API's answer to an error, those its page keeps
 HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
@@ -49,12 +55,16 @@ HEADERS = {
 
 
 def template_config() -> TemplateConfig:
-    """The console's templates (Jinja, escaping every value), which may name `utc` to show times in UTC and
-    write amounts with `|amount`."""
+    """The console's templates (Jinja, escaping every value), which may name `utc` to show times in UTC, write
+    amounts with `|amount` and instants with `|instant`, and give the text fields of days and instants their
+    `DAY_PATTERN` and `INSTANT_PATTERN`."""
 
     def with_utc(engine: JinjaTemplateEngine) -> None:
         engine.engine.globals["utc"] = UTC
+        engine.engine.globals["DAY_PATTERN"] = DAY_PATTERN
+        engine.engine.globals["INSTANT_PATTERN"] = INSTANT_PATTERN
         engine.engine.filters["amount"] = written
+        engine.engine.filters["instant"] = instant_text
 
     return TemplateConfig(directory=TEMPLATES, engine=JinjaTemplateEngine, engine_callback=with_utc)
 
@@ -62,6 +72,14 @@ def template_config() -> TemplateConfig:
 def written(amount: Any) -> Any:
     """An amount as people write it: 0.00000000, never 0E-8."""
     return format(amount, "f") if isinstance(amount, Decimal) else amount
+
+
+def instant_text(moment: datetime | None, timespec: str = "auto") -> str:
+    """An instant as ISO 8601 in UTC, `2026-11-27T10:30:00Z` (with its fraction of a second when it has one,
+    or to `timespec`), whatever the reader's locale; empty for None."""
+    if moment is None:
+        return ""
+    return moment.astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
 def page(name: str, status: int = 200, **context: Any) -> Template:

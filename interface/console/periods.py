@@ -1,6 +1,7 @@
-"""What a person types into the console's forms: days (an HTML date field, `YYYY-MM-DD`, a UTC day) and
-instants (an HTML datetime-local field, read as UTC, or an RFC 3339 time with an offset, as the history's
-links give them), read by the one reading of instants and days (`interface.shared.instants`). Anything else,
+"""What a person types into the console's forms, text fields whatever the browser's locale: days
+(`YYYY-MM-DD`, a UTC day) and instants (`YYYY-MM-DDTHH:MM:SSZ` as the console shows them, or without the `Z`
+read as UTC, or an RFC 3339 time with an offset, as the history's links give them), read by the one
+reading of instants and days (`interface.shared.instants`). Anything else,
 and a day whose end the ledger cannot count with (9999-12-31 as a period's last day), is refused with a
 message saying what to type."""
 
@@ -68,8 +69,8 @@ def period_of(first: str | None, last: str | None, today: date) -> Days:
 
 
 def instant_of(value: str | None) -> datetime | None:
-    """The instant of the field `at`: a datetime-local value (`2026-11-27T10:30` or with seconds) in UTC, or
-    an RFC 3339 time with an offset; None when left empty."""
+    """The instant of the field `at`: `2026-11-27T10:30:00Z`, or without the `Z` (to the minute or second) in
+    UTC, or an RFC 3339 time with an offset; None when left empty."""
     return _read("at", value, lambda text: instants.typed_instant("at", text))
 
 

@@ -1,7 +1,10 @@
 """What the console's pages show, read as the API reads it and always of the signed-in partner: transactions
-from the read models (after the partner's writes), a transaction's history from the event store with its
-callbacks and postings, reserves per day from the postings, volumes per day from `read.daily_volumes`, and
-the projections' positions with the audit chain's head and the last `audit verify`."""
+from the read models (after the partner's writes), the payout queue (`interface.console.queue`), a
+transaction's history from the event store with its
+callbacks and postings, reserves now and per day from the postings, volumes per day from
+`read.daily_volumes`, a period's reconciliation (`interface.console.reconciling`), every transaction of a
+search for its file, and the projections' positions with the audit chain's head and the last `audit verify`
+(and whether the log has moved past it). Amounts are shown at their asset's places."""
 
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ from application.store.aggregates import rebuilt
 from domain.errors import TransactionNotFound
 from interface.console.charts import Chart, day_chart
 from interface.console.periods import Days
+from interface.console.queue import Section, payout_queue
+from interface.console.reconciling import PeriodReconciliation, reconcile
 from interface.http.heavy_reads import HeavyReads
 from interface.shared import transaction_presenters as presenters
 from interface.shared import transaction_shapes as r
@@ -32,6 +37,7 @@ from projections.callbacks.outbox import DeliveryRecord, DeliveryStore
 from projections.queries import TransactionFilter
 
 PAGE_SIZE = 25
+FILE_PAGE = 500  # the page a search's file is read in
 EVENT_DATA = msgspec.json.Encoder(decimal_format="number")
 
 
@@ -49,6 +55,16 @@ class Found:
         return self.page * self.page_size < self.total
 
 
+def who(actor: Any) -> str:
+    """An event's actor (`application.store.actors`) in words: a client with its roles and request id, a
+    component of the service, or a process's user and command."""
+    if actor.get("kind") == "http":
+        return f"{actor.get('client')} ({actor.get('roles')}), request {actor.get('request')}"
+    if actor.get("kind") == "service":
+        return f"the service's {actor.get('component')}"
+    return f"{actor.get('user')} running {actor.get('command')}"
+
+
 @dataclass(frozen=True)
 class Timeline:
     """A transaction as it stood at `at` (now when None): its events up to then with their status changes,
@@ -59,6 +75,7 @@ class Timeline:
     transaction: r.Transaction | None
     steps: list[Step]
     event_data: dict[int, str]  # by version: the event's fields as the history shows them, as JSON
+    actors: dict[int, str]  # by version: who caused the event, in words (none for one before actors were)
     deliveries: list[DeliveryRecord]
     postings: list[dict[str, Any]]
     every_step: list[Step]  # the whole history, for the picker's links
@@ -82,6 +99,26 @@ class System:
     chain_head: ChainHead | None
     verification: Verification | None
     stalled_after: float = field(default=30.0)
+    head_at: datetime | None = None  # when the event at the log's head was recorded
+
+    @property
+    def verify_behind(self) -> bool:
+        """Whether the log has events recorded after the last `audit verify` finished (which it did not
+        prove); False before any verify (the page says it never ran)."""
+        return (
+            self.verification is not None and self.head_at is not None and self.head_at > self.verification.at
+        )
+
+
+@dataclass(frozen=True)
+class ReserveNow:
+    """A reserve's position in one asset now: its total, what open transactions locked, what is available."""
+
+    name: str
+    code: str
+    total: Decimal
+    locked: Decimal
+    available: Decimal
 
 
 @dataclass(frozen=True)
@@ -135,6 +172,10 @@ class ConsoleReader:
         total, rows = self.reader.transactions(partner, where, page, PAGE_SIZE)
         return Found([presenters.transaction_row(self.settings, row) for row in rows], total, page)
 
+    def payout_queue(self, partner: str) -> list[Section]:
+        """The partner's sells waiting for its operator, by what they wait for (`interface.console.queue`)."""
+        return payout_queue(self.reader, self.settings, partner)
+
     def timeline(self, partner: str, code: str, at: datetime | None) -> Timeline:
         """TransactionNotFound for an unknown code, and for another partner's (a heavy read)."""
         with self.heavy.slot(partner):
@@ -160,13 +201,14 @@ class ConsoleReader:
             transaction=transaction,
             steps=steps,
             event_data={event.version: _json(event.data) for event in shown},
+            actors={event.version: who(event.actor) for event in shown if event.actor},
             deliveries=[
                 replace(delivery, attempts=[attempt for attempt in delivery.attempts if then(attempt.at)])
                 for delivery in self.deliveries.deliveries(partner, code)
                 if then(delivery.created)
             ],
             postings=[
-                posting
+                self._scaled_posting(posting)
                 for posting in self.reserves.transaction_postings(partner, code)
                 if then(posting["at"])
             ],
@@ -204,7 +246,48 @@ class ConsoleReader:
             found = status.states(conn, self.projection_names, head, status.event_time(ledger))
             chain_head = chain_head_of(conn)
             verification = last_verification(conn)
-        return System(found, head, chain_head, verification, self.stall_seconds)
+        head_at = status.event_time(ledger)(head - 1) if head > 0 else None
+        return System(found, head, chain_head, verification, self.stall_seconds, head_at)
+
+    def _scaled_posting(self, posting: dict[str, Any]) -> dict[str, Any]:
+        """A posting with its debit and credit at its asset's places."""
+        code = posting["currency_code"]
+        scaled = {side: posting[side] for side in ("debit", "credit")}
+        for side, amount in scaled.items():
+            scaled[side] = None if amount is None else shown_amount(self.settings, code, amount)
+        return {**posting, **scaled}
+
+    def reserves_now(self, partner: str) -> list[ReserveNow]:
+        """The partner's reserves now (as `GET /reserves`): total, locked and available, at each asset's
+        places."""
+        return [
+            ReserveNow(
+                position.name,
+                position.code,
+                *(
+                    shown_amount(self.settings, position.code, amount)
+                    for amount in (position.total, position.locked, position.available)
+                ),
+            )
+            for position in self.reserves.positions(partner)
+        ]
+
+    def reconciliation(self, partner: str, days: Days, reports_shown: int | None) -> PeriodReconciliation:
+        """The partner's reconciliation of `days` (`interface.console.reconciling`; a heavy read)."""
+        with self.heavy.slot(partner):
+            return reconcile(self.settings, self.reserves, partner, days, reports_shown)
+
+    def every_transaction(self, partner: str, where: TransactionFilter, most: int) -> list[r.Transaction]:
+        """The partner's transactions matching `where`, newest first, at most `most` (a search's file; a
+        heavy read)."""
+        found: list[r.Transaction] = []
+        with self.heavy.slot(partner):
+            for page in range(1, most // FILE_PAGE + 2):
+                total, rows = self.reader.transactions(partner, where, page, FILE_PAGE)
+                found += [presenters.transaction_row(self.settings, row) for row in rows]
+                if not rows or len(found) >= min(total, most):
+                    break
+        return found[:most]
 
 
 def _day_charts(

@@ -1,8 +1,10 @@
 """`/console`: read-only pages for auditors and operators, signed in with their client credentials.
 
-Each page admits the roles its API counterpart admits, among the console's two: the transaction search and
-timelines are the auditors' (as the reading endpoints are), the reserves, volumes and system pages both
-roles'. Every page reads the signed-in partner's data only. The forms are plain GET forms that work without
+Each page admits the roles its API counterpart admits, among the console's two: the transaction search
+(and its CSV file), timelines, reserves, volumes, reconciliation (and its CSV file) and system pages both
+roles' (as the reading endpoints are), and the payout queue too (the operator acts on it; the page shows the
+calls). Every page reads the signed-in partner's data
+only. The forms are plain GET forms that work without
 JavaScript; htmx (served from /console/static) only swaps the part of the page that changed.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, date
-from typing import Annotated
+from typing import Annotated, Any
 
 from litestar import Request, Response, Router, get, post
 from litestar.di import NamedDependency, Provide
@@ -21,10 +23,11 @@ from litestar.static_files import create_static_files_router
 from litestar_htmx import HTMXRequest
 
 from domain.errors import TransactionNotFound
-from interface.console import pages
+from interface.console import downloads, pages
 from interface.console.pages import HEADERS, page
 from interface.console.periods import Days, day_of, end_of, instant_of, last_day_of, period_of, start_of
 from interface.console.reading import ConsoleReader, DayChart
+from interface.console.reconciling import REPORTS_SHOWN
 from interface.console.sessions import ConsoleSessions, NotSignedIn, Session, SignInRefused
 from interface.http.problems import ApiProblem
 from interface.http.security import AUDITOR, OPERATOR
@@ -87,8 +90,8 @@ async def sign_in_form(request: Request, sessions: SessionsDep) -> Response:
 
 
 def landing_of(session: Session) -> str:
-    """The first page of a session: the transactions for an auditor, the reserves for an operator."""
-    return "/console/transactions" if session.is_auditor else "/console/reserves"
+    """The first page of a session: the transactions for an auditor, the payout queue for an operator."""
+    return "/console/transactions" if session.is_auditor else "/console/payouts"
 
 
 @post("/sign-out", status_code=303)
@@ -116,14 +119,8 @@ def transactions(
     page_number: Annotated[int, QueryParameter(name="page", ge=1, le=100_000)] = 1,
 ) -> Template:
     """The transaction search: by code, or by customer, status and days of creation."""
-    admit(session, AUDITOR)
-    first, last = day_of("from", created_from), last_day_of("to", created_to)
-    where = TransactionFilter(
-        customer_code=customer or None,
-        status=one_of("status", status or None, STATUSES),
-        created_from=start_of(first) if first else None,
-        created_to=end_of(last) if last else None,
-    )
+    admit(session, AUDITOR, OPERATOR)
+    where = search_filter(customer, status, created_from, created_to)
     found = console.search(session.principal.partner, (code or "").strip(), where, page_number)
     query = {
         "code": code or "",
@@ -138,6 +135,40 @@ def transactions(
     )
 
 
+def search_filter(
+    customer: str | None, status: str | None, created_from: str | None, created_to: str | None
+) -> TransactionFilter:
+    """The search's fields (each may be empty) as the filter of the partner's transactions."""
+    first, last = day_of("from", created_from), last_day_of("to", created_to)
+    return TransactionFilter(
+        customer_code=customer or None,
+        status=one_of("status", status or None, STATUSES),
+        created_from=start_of(first) if first else None,
+        created_to=end_of(last) if last else None,
+    )
+
+
+@get("/transactions.csv", sync_to_thread=True)
+def transactions_file(
+    session: SessionDep,
+    console: ConsoleDep,
+    code: Query = None,
+    customer: Query = None,
+    status: Query = None,
+    created_from: FirstDay = None,
+    created_to: LastDay = None,
+) -> Response:
+    """Every transaction the search finds (newest first, at most downloads.MOST_ROWS), as a CSV file."""
+    admit(session, AUDITOR, OPERATOR)
+    where = search_filter(customer, status, created_from, created_to)
+    partner = session.principal.partner
+    if (code or "").strip():
+        found = console.search(partner, code.strip(), where, 1).transactions  # type: ignore[union-attr]
+    else:
+        found = console.every_transaction(partner, where, downloads.MOST_ROWS)
+    return downloads.csv_file(downloads.transactions_csv(found), "transactions.csv")
+
+
 @get("/transactions/{code:str}", sync_to_thread=True)
 def timeline(
     request: HTMXRequest,
@@ -147,7 +178,7 @@ def timeline(
     at: Annotated[str | None, QueryParameter(name="at", required=False, max_length=40)] = None,
 ) -> Template:
     """A transaction's timeline, as it stood at `at` (now without one)."""
-    admit(session, AUDITOR)
+    admit(session, AUDITOR, OPERATOR)
     instant = instant_of(at)
     try:
         if not CODE.match(code):
@@ -159,12 +190,24 @@ def timeline(
     return page(template, heading=f"Transaction {code}", session=session, timeline=shown)
 
 
+@get("/payouts", sync_to_thread=True)
+def payouts(session: SessionDep, console: ConsoleDep) -> Template:
+    """The payout queue: sells to pay out, blocked sells and late payments to resolve, refunds to send."""
+    admit(session, OPERATOR, AUDITOR)
+    queue = console.payout_queue(session.principal.partner)
+    return page("payouts.html", heading="Payout queue", session=session, queue=queue)
+
+
 @get("/reserves", sync_to_thread=True)
 def reserves(
     session: SessionDep, console: ConsoleDep, first: FirstDay = None, last: LastDay = None
 ) -> Template:
-    """Each reserve's total per asset at the end of each day of the period."""
-    return charts_page("reserves.html", "Reserves", console.reserve_charts, session, console, first, last)
+    """Each reserve's total, locked and available now; and its total per asset at the end of each day of the
+    period."""
+    now = console.reserves_now(session.principal.partner)
+    return charts_page(
+        "reserves.html", "Reserves", console.reserve_charts, session, console, first, last, now=now
+    )
 
 
 @get("/volumes", sync_to_thread=True)
@@ -183,12 +226,37 @@ def charts_page(
     console: ConsoleReader,
     first: str | None,
     last: str | None,
+    **more: Any,
 ) -> Template:
-    """A page of charts over the period of the fields `from` and `to`, for auditors and operators."""
+    """A page of charts over the period of the fields `from` and `to`, for auditors and operators (and
+    `more` to show)."""
     admit(session, AUDITOR, OPERATOR)
     period = period_of(first, last, today(console))
     charts = charts_of(session.principal.partner, period)
-    return page(template, heading=heading, session=session, period=period, charts=charts)
+    return page(template, heading=heading, session=session, period=period, charts=charts, **more)
+
+
+@get("/reconciliation", sync_to_thread=True)
+def reconciliation(
+    session: SessionDep, console: ConsoleDep, first: FirstDay = None, last: LastDay = None
+) -> Template:
+    """The reconciliation of a period of days (as `GET /reconciliation`): reserves, reports, differences."""
+    admit(session, AUDITOR, OPERATOR)
+    period = period_of(first, last, today(console))
+    done = console.reconciliation(session.principal.partner, period, REPORTS_SHOWN)
+    return page("reconciliation.html", heading="Reconciliation", session=session, period=period, done=done)
+
+
+@get("/reconciliation.csv", sync_to_thread=True)
+def reconciliation_file(
+    session: SessionDep, console: ConsoleDep, first: FirstDay = None, last: LastDay = None
+) -> Response:
+    """The reconciliation of the period as a CSV file: every reserve, report and difference."""
+    admit(session, AUDITOR, OPERATOR)
+    period = period_of(first, last, today(console))
+    done = console.reconciliation(session.principal.partner, period, None)
+    name = f"reconciliation-{period.first}-{period.last}.csv"
+    return downloads.csv_file(downloads.reconciliation_csv(done), name)
 
 
 @get("/system", sync_to_thread=True)
@@ -214,9 +282,13 @@ def console_router() -> Router:
             sign_out,
             home,
             transactions,
+            transactions_file,
             timeline,
+            payouts,
             reserves,
             volumes,
+            reconciliation,
+            reconciliation_file,
             system,
             create_static_files_router(path="/static", directories=[pages.STATIC], include_in_schema=False),
         ],

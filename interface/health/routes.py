@@ -14,7 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from application.ledger import Ledger
 from interface.health.shapes import DatabaseServer, Health, ProjectionError, ProjectionHealth, StalledProblem
-from interface.http.problems import PROBLEM_JSON
+from interface.http.problems import PROBLEM_JSON, ProblemResponse
 from projections import status
 from projections.status import ProjectionState
 
@@ -118,7 +118,7 @@ def _unready(
         errors=errors,
         projections=projections or [],
     )
-    return Response(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": "5"})
+    return ProblemResponse(problem, status_code=503, media_type=PROBLEM_JSON, headers={"Retry-After": "5"})
 
 
 def _projection(state: ProjectionState, threshold: float) -> ProjectionHealth:

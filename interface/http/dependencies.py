@@ -16,6 +16,7 @@ from application.limits import Limits
 from application.orders import OrderDesk
 from application.ports import Clock
 from application.reserves import Reserves
+from application.resolutions import Resolutions
 from application.sells import Sells
 from application.settings import Settings
 from application.settlement import Settlement
@@ -28,6 +29,7 @@ LimitsDep = NamedDependency[Limits]
 BuysDep = NamedDependency[Buys]
 SellsDep = NamedDependency[Sells]
 SettlementDep = NamedDependency[Settlement]
+ResolutionsDep = NamedDependency[Resolutions]
 AlternativeDep = NamedDependency[AlternativeFlows]
 ReservesDep = NamedDependency[Reserves]
 HistoryDep = NamedDependency[History]

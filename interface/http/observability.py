@@ -1,7 +1,14 @@
 """What an operator sees of a running API: an access log line per request and `GET /metrics`.
 
+Every answer carries its request's `X-Request-Id` (`interface.http.request_ids`: the one the request brought
+when well formed, else a new one), and, when the rate limit counted the request, its `RateLimit-Policy` and
+`RateLimit` fields (`interface.http.rate_limits`): both are added here, to whatever answer leaves, so answers
+made before routing, refusals raised by middleware, replayed answers of an Idempotency-Key and the console's
+pages carry them too (a replay the current request's id, never the stored request's).
+
 The access log (logger `broker_ledger.access`) writes one line per answered request with its method, route
-(the path template, so codes do not multiply the series), status, client id, duration and Idempotency-Key;
+(the path template, so codes do not multiply the series), status, client id, duration, Idempotency-Key and
+request id;
 the same request is counted in `broker_ledger_requests_total` and timed in
 `broker_ledger_request_duration_seconds`. Both wrap the whole application, so refusals made before routing
 (404, 405, text that cannot be stored) are seen too.
@@ -30,7 +37,10 @@ from prometheus_client.registry import Collector
 from psycopg import sql
 
 from application.store.log import EVENTS_SCHEMA
+from interface.http.rate_limits import FIELDS as RATE_LIMIT_FIELDS
 from interface.http.request_head import CaseInsensitiveLitestar
+from interface.http.request_ids import HEADER as REQUEST_ID_HEADER
+from interface.http.request_ids import keep_request_id, request_id_for
 from projections.base.postgres import READ_SCHEMA
 
 REQUESTS = Counter(
@@ -55,40 +65,66 @@ POSITION = sql.SQL("SELECT coalesce(max(notification_id), 0) FROM {}")
 
 
 class ObservedLitestar(CaseInsensitiveLitestar):
-    """The application, with each HTTP request logged and counted once its answer has been sent."""
+    """The application, with each HTTP request given its id, its answer the id and rate-limit fields, and the
+    request logged and counted once its answer has been sent."""
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
         started = time.perf_counter()
+        incoming, key = _request_headers(scope["headers"])
+        request_id = request_id_for(incoming)
+        id_field = (REQUEST_ID_HEADER, request_id.encode("ascii"))
+        keep_request_id(scope, request_id)  # in the scope's state, which litestar's own setdefault keeps
+        state = scope["state"]  # where the rate limit leaves its fields (read here: no call into it)
         status = [500]
 
         async def observed_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+                message["headers"] = [
+                    *message.get("headers", ()),
+                    id_field,
+                    *state.get(RATE_LIMIT_FIELDS, ()),
+                ]
             await send(message)
 
         try:
             await super().__call__(scope, receive, observed_send)
         finally:
-            record_request(scope, status[0], time.perf_counter() - started)
+            record_request(scope, status[0], time.perf_counter() - started, request_id, key)
 
 
-def record_request(scope: Scope, status: int, seconds: float) -> None:
+def _request_headers(headers: Iterable[tuple[bytes, bytes]]) -> tuple[bytes | None, bytes | None]:
+    """The request's X-Request-Id (None when it sent none, or more than one) and Idempotency-Key, in one
+    pass over its headers."""
+    request_id = key = None
+    ids = 0
+    for name, value in headers:
+        if name == REQUEST_ID_HEADER:
+            request_id = value
+            ids += 1
+        elif name == b"idempotency-key":
+            key = value
+    return (request_id if ids == 1 else None), key
+
+
+def record_request(
+    scope: Scope, status: int, seconds: float, request_id: str, key: bytes | None = None
+) -> None:
     route = scope.get("path_template") or UNMATCHED
     method = scope["method"]
     REQUESTS.labels(method, route, str(status)).inc()
     REQUEST_SECONDS.labels(method, route, str(status)).observe(seconds)
     principal = scope.get("user")
-    headers = dict(scope.get("headers") or ())
-    key = headers.get(b"idempotency-key")
     access_log.info(
-        "%s %s %d %.1f ms",
+        "%s %s %d %.1f ms %s",
         method,
         scope["path"],
         status,
         seconds * 1000,
+        request_id,
         extra={
             "method": method,
             "route": route,
@@ -97,6 +133,7 @@ def record_request(scope: Scope, status: int, seconds: float) -> None:
             "client_id": getattr(principal, "client_id", None),
             "duration_ms": round(seconds * 1000, 2),
             "idempotency_key": key.decode("latin-1") if key else None,
+            "request_id": request_id,
         },
     )
 

@@ -1,22 +1,27 @@
 """Every refusal as RFC 9457 problem details (`application/problem+json`) with a stable `code`.
 
 Domain errors map by their kind; litestar's own exceptions (routing, body decoding, size) map here too,
-and anything unexpected becomes a 500 without a stack trace (and is logged: a 5xx is a bug).
+and anything unexpected becomes a 500 without a stack trace (and is logged: a 5xx is a bug). Every problem
+names the request it answers in `requestId` (`interface.http.request_ids`), as its `X-Request-Id` does.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+import msgspec
 import psycopg
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotAuthorizedException, ValidationException
+from litestar.response.base import ASGIResponse
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from psycopg_pool import PoolTimeout
 
 from application.store.faults import InterfaceError, OperationalError
 from application.store.request_writes import CompanionRefused
 from domain.errors import DomainError, Refusal
+from interface.http.request_ids import request_id_of
 from interface.http.shapes import Problem, documented_patterns
 
 log = logging.getLogger("broker_ledger.http")
@@ -121,6 +126,16 @@ def _mark_refused_before_execution(request: Request, error: HTTPException | Doma
         request.scope.setdefault("state", {})[REFUSED_BEFORE_EXECUTION] = True
 
 
+class ProblemResponse(Response[Problem]):
+    """A problem's answer, whose body names the request it answers in `requestId`: filled in as it is sent,
+    from the request's scope (`interface.http.request_ids`), where the problem did not name one."""
+
+    def to_asgi_response(self, app: Any, request: Request, **kwargs: Any) -> ASGIResponse:
+        if self.content.request_id is None:
+            self.content = msgspec.structs.replace(self.content, request_id=request_id_of(request.scope))
+        return super().to_asgi_response(app, request, **kwargs)
+
+
 def problem_response(
     status: int,
     code: str,
@@ -128,7 +143,10 @@ def problem_response(
     errors: list[str] | None = None,
     title: str | None = None,
     headers: dict[str, str] | None = None,
+    request_id: str | None = None,
 ) -> Response[Problem]:
+    """A problem's answer; its `requestId` is the request's that it answers (`ProblemResponse`), unless
+    `request_id` names one."""
     body = Problem(
         type=f"urn:broker-ledger:problem:{code}",
         title=title or title_of(status, code),
@@ -136,8 +154,9 @@ def problem_response(
         detail=detail,
         code=code,
         errors=errors if errors is not None else [detail],
+        request_id=request_id,
     )
-    return Response(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    return ProblemResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
 def domain_error(request: Request, error: DomainError) -> Response[Problem]:
@@ -205,7 +224,13 @@ def _camel(name: str) -> str:
 
 
 def unexpected_error(request: Request, error: Exception) -> Response[Problem]:
-    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=error)
+    log.exception(
+        "unexpected error on %s %s (request %s)",
+        request.method,
+        request.url.path,
+        request_id_of(request.scope),
+        exc_info=error,
+    )
     return problem_response(
         HTTP_500_INTERNAL_SERVER_ERROR,
         "internal_error",
@@ -214,7 +239,13 @@ def unexpected_error(request: Request, error: Exception) -> Response[Problem]:
 
 
 def database_unavailable(request: Request, error: Exception) -> Response[Problem]:
-    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, error)
+    log.warning(
+        "database unavailable on %s %s (request %s): %s",
+        request.method,
+        request.url.path,
+        request_id_of(request.scope),
+        error,
+    )
     return problem_response(
         503,
         "database_unavailable",

@@ -9,6 +9,19 @@ API document (/schema) and GET /metrics are never limited.
 The middleware runs after authentication (a request with a bad token is 401 and costs no token) and before
 Idempotency-Key handling and the handler, so a refused request reads no body and touches no database.
 
+Every answer to a counted request (a 200, a 4xx, the 429 too) says where its client stands, in the fields
+of the IETF draft "RateLimit header fields for HTTP" (draft-ietf-httpapi-ratelimit-headers, as structured
+fields), which `interface.http.observability` adds to whatever answer the request gets:
+- `RateLimit-Policy: "default";q=<burst>;w=<window>`: the quota is the bucket's size and the window the
+  seconds a drained bucket takes to fill again (burst / rate, rounded up to a whole second). A client that
+  sends at most q requests in any w seconds is never refused: over any L seconds a bucket lets
+  burst + rate * L through, and such a client sends at most q * ceil(L / w) <= burst + rate * L of them.
+- `RateLimit: "default";r=<remaining>;t=<reset>`: r is the whole requests the bucket still holds after this
+  one (0 on a 429: the next request now is refused too), t the seconds until it is full again (rounded up).
+  `Retry-After` on a 429 is the seconds until it holds one request, so never more than t.
+A request refused before it is counted (text that cannot be stored, a missing or bad token) carries neither,
+nor do the paths never limited.
+
 The limit holds per worker process: `broker-ledger serve --workers N` (and every replica) keeps buckets of
 its own, so a client spreading its connections over every worker may get up to N times the configured rate.
 The rate is deliberately not divided by N: the server hands each connection to one worker, and a client on a
@@ -32,6 +45,12 @@ from interface.http.settings import RateLimitSettings
 
 EXEMPT_PATHS = ("/health", "/schema", "/metrics")  # prefixes: health checks, the API document, metrics
 ROUNDING = 1e-9  # a token due now but short by float rounding still counts
+POLICY = b"default"  # the name of the one policy in RateLimit-Policy and RateLimit
+POLICY_HEADER = b"ratelimit-policy"
+STATE_HEADER = b"ratelimit"
+# where a counted request's fields wait in its scope's state, for `interface.http.observability` to add to its
+# answer: (name, value) pairs, ready to send
+FIELDS = "rate_limit_fields"
 
 
 class _Bucket:
@@ -75,6 +94,11 @@ class TokenBuckets:
 
     def take(self, key: str) -> float:
         """Takes a token from `key`'s bucket: 0.0 if it had one (go on), else the seconds until it will."""
+        return self.draw(key)[0]
+
+    def draw(self, key: str) -> tuple[float, float]:
+        """Takes a token from `key`'s bucket as `take` does, and tells what the bucket holds after it: (0.0,
+        tokens left) if it had one, else (seconds until it will, tokens it holds)."""
         with self._lock:
             now = self._now()
             bucket = self._buckets.get(key)
@@ -88,8 +112,12 @@ class TokenBuckets:
                 bucket.updated = now
             if bucket.tokens >= 1 - ROUNDING:
                 bucket.tokens -= 1
-                return 0.0
-            return (1 - bucket.tokens) / self.rate
+                return 0.0, bucket.tokens
+            return (1 - bucket.tokens) / self.rate, bucket.tokens
+
+    def full_after(self, tokens: float) -> int:
+        """Whole seconds until a bucket holding `tokens` is full (0 when it is)."""
+        return max(0, math.ceil((self.burst - tokens) / self.rate - ROUNDING))
 
     def _make_room(self, now: float) -> None:
         buckets = self._buckets
@@ -116,8 +144,16 @@ def client_key(scope: Scope) -> str:
     return f"address:{client[0] if client else '-'}"
 
 
+def policy_field(buckets: TokenBuckets) -> bytes:
+    """`RateLimit-Policy`'s value: the bucket's size as the quota, the seconds it takes to fill as the
+    window."""
+    window = max(1, math.ceil(buckets.burst / buckets.rate - ROUNDING))
+    return b'"%s";q=%d;w=%d' % (POLICY, int(buckets.burst), window)
+
+
 class RateLimitMiddleware(ASGIMiddleware):
-    """Refuses a request over its client's rate with 429 `rate_limited` and `Retry-After`."""
+    """Refuses a request over its client's rate with 429 `rate_limited` and `Retry-After`; leaves the fields
+    that tell every request it counts where its client stands in its scope (`FIELDS`)."""
 
     scopes = (ScopeType.HTTP,)
 
@@ -126,11 +162,15 @@ class RateLimitMiddleware(ASGIMiddleware):
         self.buckets = None
         if settings.enabled:
             self.buckets = TokenBuckets(settings.requests_per_second, settings.burst)
+            self.policy = (POLICY_HEADER, policy_field(self.buckets))
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
-        if self.buckets is not None and not scope["path"].startswith(EXEMPT_PATHS):
+        buckets = self.buckets
+        if buckets is not None and not scope["path"].startswith(EXEMPT_PATHS):
             key = client_key(scope)
-            wait = self.buckets.take(key)
+            wait, left = buckets.draw(key)
+            state = b'"%s";r=%d;t=%d' % (POLICY, max(0, int(left + ROUNDING)), buckets.full_after(left))
+            scope["state"][FIELDS] = (self.policy, (STATE_HEADER, state))
             if wait:
                 raise self._refusal(key, retry_after(wait))
         await next_app(scope, receive, send)

@@ -1,4 +1,5 @@
-"""The request's writes (`RequestWrites`: its write position and the statements riding with its first save),
+"""The request's writes (`RequestWrites`: its write position, the statements riding with its first save, and
+who the request is by, recorded with its events),
 which the middleware opens in the ASGI scope's state (`open_unit_of_work`) and the route hands to its use case
 (`unit_of`)."""
 
@@ -7,7 +8,9 @@ from __future__ import annotations
 from litestar import Request
 from litestar.types import Scope
 
+from application.store.actors import Actor, http_actor
 from application.store.request_writes import RequestWrites
+from interface.http.request_ids import request_id_of
 
 UNIT_OF_WORK = "unit_of_work"  # where a request's unit of work is in its ASGI scope's state
 
@@ -19,8 +22,17 @@ def open_unit_of_work(scope: Scope, partner: str) -> RequestWrites:
     state = scope.setdefault("state", {})
     unit = state.get(UNIT_OF_WORK)
     if unit is None:
-        unit = state[UNIT_OF_WORK] = RequestWrites(partner)
+        unit = state[UNIT_OF_WORK] = RequestWrites(partner, actor_of(scope))
     return unit
+
+
+def actor_of(scope: Scope) -> Actor | None:
+    """Who the request's events are by: its client, the client's roles and the request's id (the
+    `X-Request-Id` of its answer); None without an authenticated client."""
+    principal = scope.get("user")
+    if principal is None:
+        return None
+    return http_actor(principal.client_id, principal.roles, request_id_of(scope))
 
 
 def unit_of(request: Request) -> RequestWrites | None:

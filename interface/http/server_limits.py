@@ -30,6 +30,7 @@ from typing import Any
 import msgspec
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from interface.http.request_ids import new_request_id
 from interface.http.shapes import Problem
 
 HEAD_LIMIT = 32 * 1024
@@ -146,8 +147,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._refuse_late(f"the request body did not arrive within {self.body_seconds:g} s")
 
     def _refuse_late(self, detail: str) -> None:
-        """Answers 408 `request_timeout` as problem+json and closes the connection."""
-        self.logger.warning("%s from %s; answered 408", detail, self.client)
+        """Answers 408 `request_timeout` as problem+json, under a request id of its own (the application may
+        never have seen the request), and closes the connection."""
+        request_id = new_request_id()
+        self.logger.warning("%s from %s; answered 408 (request %s)", detail, self.client, request_id)
         problem = Problem(
             type=f"urn:broker-ledger:problem:{LATE}",
             title="Request timeout",
@@ -155,6 +158,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             detail=detail,
             code=LATE,
             errors=[detail],
+            request_id=request_id,
         )
         body = msgspec.json.encode(problem)
         head = [STATUS_LINE[408]]
@@ -162,6 +166,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             head += [name, b": ", value, b"\r\n"]
         head += [
             b"content-type: application/problem+json\r\n",
+            b"x-request-id: %s\r\n" % request_id.encode("ascii"),
             b"content-length: %d\r\n" % len(body),
             b"connection: close\r\n\r\n",
         ]

@@ -64,7 +64,8 @@ Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
 
 
 class Problem(msgspec.Struct, kw_only=True, frozen=True):
-    """RFC 9457 problem details, with a stable `code` and one line per problem in `errors`."""
+    """RFC 9457 problem details, with a stable `code`, one line per problem in `errors`, and in `requestId`
+    the id of the request that was refused (as its answer's `X-Request-Id` and its access log line say)."""
 
     type: str
     title: str
@@ -72,3 +73,4 @@ class Problem(msgspec.Struct, kw_only=True, frozen=True):
     detail: str
     code: str
     errors: list[str]
+    request_id: str | None = msgspec.field(default=None, name="requestId")

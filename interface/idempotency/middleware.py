@@ -44,6 +44,7 @@ from psycopg_pool import PoolTimeout
 from application.store.faults import PersistenceError
 from application.store.request_writes import FirstSaveStatements
 from interface.http.problems import PROBLEM_JSON, REFUSED_BEFORE_EXECUTION, ApiProblem, problem_response
+from interface.http.request_ids import request_id_of
 from interface.http.request_writes import open_unit_of_work
 from interface.http.security import authorize_route
 from interface.idempotency.keys import (
@@ -158,7 +159,8 @@ class KeyedRequest:
             if not recorder.settled and created is not None:
                 await anyio.to_thread.run_sync(self.store.release, self.partner, self.key, created)
         if isinstance(recorder.replacement, ApiProblem):  # sent here: the route has answered once already
-            await _send_stored(send, _answer_of(recorder.replacement), replayed=False)
+            answer = _answer_of(recorder.replacement, request_id_of(self.scope))
+            await _send_stored(send, answer, replayed=False)
         elif recorder.replacement is not None:
             await _send_stored(send, recorder.replacement)
 
@@ -326,10 +328,15 @@ class _ResponseRecorder:
             await self._send(message)
 
 
-def _answer_of(problem: ApiProblem) -> StoredResponse:
-    """A refusal as the answer the app's problem handler would send."""
+def _answer_of(problem: ApiProblem, request_id: str | None) -> StoredResponse:
+    """A refusal as the answer the app's problem handler would send (naming the request it answers)."""
     response = problem_response(
-        problem.status_code, problem.code, problem.detail, problem.errors, headers=problem.headers
+        problem.status_code,
+        problem.code,
+        problem.detail,
+        problem.errors,
+        headers=problem.headers,
+        request_id=request_id,
     )
     headers = [("content-type", PROBLEM_JSON), *(problem.headers or {}).items()]
     return StoredResponse(problem.status_code, headers, response.render(response.content, PROBLEM_JSON))

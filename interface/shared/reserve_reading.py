@@ -10,8 +10,9 @@ A read first waits until the `Postings` view has processed the partner's last wr
 recorded failure; a view still behind that write is not served as if it were complete: 503
 `read_model_behind` with `Retry-After`, as for a list of transactions. With `asOf` (`positions` at an
 instant), the same wait, then the
-reserves as the ledger held them at that instant, summed from the postings of the events up to it
-(`read_positions_at`). Every configured asset has the partner's built-in reserves (the
+reserves as the ledger held them at that instant, the sums of the postings of the events up to it by
+`read.balances_at` (`read_positions_at`; `projections.daily_balances`: the one definition of a reserve's
+sum, which the console's days read too). Every configured asset has the partner's built-in reserves (the
 hot wallet for cryptos, the bank for currencies) even before anything was posted to them; amounts are shown
 to the asset's places. With read servers (BROKER_LEDGER_READ_DATABASE_URL), the postings are read there
 when they hold the partner's last write in time, else on the primary (`holding_last_write`).

@@ -13,9 +13,11 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
+from msgspec import UNSET
 
 from application.history import happened_at
 from application.settings import Settings
+from application.store.actors import ACTOR_KEY, actor_of
 from domain.money import Asset
 from domain.transaction import Order, Transaction
 from domain.transaction_view import (
@@ -83,6 +85,18 @@ def transaction_body(settings: Settings, view: TransactionView) -> r.Transaction
         valid_until=_utc(view.valid_until) if shows_valid_until(view) else None,
         blockchain_transaction_id=view.blockchain_tx_id,
         confirmations=view.confirmations,
+        resolution=_resolution(view, crypto) if view.resolution else UNSET,
+    )
+
+
+def _resolution(view: TransactionView, crypto: Asset) -> r.Resolution:
+    return r.Resolution(
+        resolution=view.resolution or "",
+        reason=view.resolution_reason,
+        refund_address=view.refund_address,
+        refund_crypto_amount=crypto.written(view.refund_crypto_amount),
+        refund_network_fee=crypto.written(view.refund_network_fee),
+        refund_blockchain_transaction_id=view.refund_tx_id,
     )
 
 
@@ -98,7 +112,9 @@ def transaction_page(
     )
 
 
-EVENT_METADATA = frozenset({"originator_id", "originator_version", "timestamp", "originator_topic"})
+EVENT_METADATA = frozenset(
+    {"originator_id", "originator_version", "timestamp", "originator_topic", ACTOR_KEY}
+)
 
 
 def history(
@@ -115,6 +131,7 @@ def history(
                 type=type(event).__name__,
                 timestamp=happened_at(event),  # the time base of created, updated and asOf
                 data={k: _plain(v, scales, k) for k, v in vars(event).items() if k not in EVENT_METADATA},
+                actor=dict(actor_of(event) or {}) or UNSET,
             )
             for event in events
         ],
@@ -137,6 +154,7 @@ FIAT_FIELDS = frozenset(
 )
 CRYPTO_FIELDS = frozenset(
     {"requested_crypto", "crypto_amount", "partner_crypto", "bank_crypto", "network_crypto", "amount"}
+    | {"network_fee", "kept"}
 )
 BASE_CURRENCY_FIELDS = frozenset({"limit_amount"})
 

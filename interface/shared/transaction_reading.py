@@ -43,6 +43,7 @@ from projections.queries import (
     TransactionFilter,
     daily_volumes,
     find_transaction,
+    late_payment_candidates_at,
     transaction_page,
     transaction_page_at,
 )
@@ -124,12 +125,25 @@ class Reader:
             return transaction_page(view, partner, where, page, page_size)
 
     def transactions_at(
-        self, partner: str, where: TransactionFilter, at: datetime, page: int, page_size: int
+        self,
+        partner: str,
+        where: TransactionFilter,
+        at: datetime,
+        page: int,
+        page_size: int,
+        paid_late_then: list[str] | None = None,
     ) -> tuple[int, list[dict[str, Any]]]:
-        """A page of the partner's transactions as the list stood at `at`: their codes and statuses then;
+        """A page of the partner's transactions as the list stood at `at`: their codes and statuses then
+        (`paid_late_then`: the codes of the late payments still to resolve then, for `where.paid_late`);
         ReadModelBehind (503) while the read models do not hold the partner's last write."""
         with self.held(partner) as view:
-            return transaction_page_at(view, partner, where, at, page, page_size)
+            return transaction_page_at(view, partner, where, at, page, page_size, paid_late_then)
+
+    def late_payment_candidates_at(self, partner: str, where: TransactionFilter, at: datetime) -> list[str]:
+        """The partner's sells CANCELLED at `at` that have a payment recorded now (see
+        `late_payment_candidates_at`); ReadModelBehind (503) while the read models lack its last write."""
+        with self.held(partner) as view:
+            return late_payment_candidates_at(view, partner, where, at)
 
     def daily_volumes(self, partner: str, first: date, last: date) -> list[DailyVolume]:
         """The partner's volumes of each day from `first` to `last` (`read.daily_volumes`); ReadModelBehind

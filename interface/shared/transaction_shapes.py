@@ -6,6 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from msgspec import UNSET, UnsetType
+
 from interface.http.shapes import Body, Timestamp
 
 
@@ -29,6 +31,18 @@ class BalanceMutation(Body):
     fiat: Decimal
 
 
+class Resolution(Body):
+    """The operator's resolution of a BLOCKED sell or a late payment (contract-notes.md): the amount
+    received accepted, or refunded less the coin's network fee to `refundAddress`."""
+
+    resolution: str
+    reason: str | None
+    refund_address: str | None = None
+    refund_crypto_amount: Decimal | None = None
+    refund_network_fee: Decimal | None = None
+    refund_blockchain_transaction_id: str | None = None
+
+
 class Transaction(Body):
     transaction_code: str
     type: str
@@ -50,6 +64,8 @@ class Transaction(Body):
     valid_until: Timestamp | None = None
     blockchain_transaction_id: str | None = None
     confirmations: int | None = None
+    # shown only once the operator resolved it (left out, not null, before: UNSET)
+    resolution: Resolution | UnsetType = UNSET
 
 
 class TransactionEnvelope(Body):
@@ -68,12 +84,15 @@ class TransactionPage(Body):
 
 class TransactionEvent(Body):
     """One event of a transaction: its version, kind, when it happened by the ledger's clock (the time that
-    `created` and `updated` show and that `asOf` compares with), and its fields."""
+    `created` and `updated` show and that `asOf` compares with), its fields, and who caused it."""
 
     version: int
     type: str
     timestamp: Timestamp
     data: dict[str, Any]
+    # who caused it (`kind` http: `client`, `roles`, `request`, the X-Request-Id of that request; service:
+    # `component`; process: `user`, `command`); left out for an event recorded before actors were
+    actor: dict[str, str] | UnsetType = UNSET
 
 
 class TransactionHistory(Body):

@@ -12,6 +12,7 @@ from application.request_checks import Draft
 from application.settings import Direction
 from application.use_cases import UseCases
 from domain import errors as e
+from interface.shared import callback_shapes as shared_callback_shapes
 from interface.shared import transaction_shapes
 from interface.shared.feature import Feature
 from interface.shared.refusals import BUY, MOVE_ON, SELL
@@ -20,8 +21,21 @@ from interface.transactions.buys import BrokerBuyController
 from interface.transactions.callbacks import TransactionCallbacksController
 from interface.transactions.custodian import CustodianTransactionController
 from interface.transactions.lookups import TransactionReadingController
+from interface.transactions.resolutions import TransactionResolutionController
 from interface.transactions.sells import BrokerSellController
 from interface.transactions.shapes import BrokerBuy, BrokerBuyCreate, BrokerSell
+
+# a resolution's refusals: no such sell, nothing to resolve (409), the amount received priced again refused
+# (too small for the fees, over the customer's limit), a refund address that is not of the coin
+RESOLVE = (
+    e.ValidationFailed,
+    e.TransactionNotFound,
+    e.InvalidStateTransition,
+    e.AmountTooSmall,
+    e.TrustLevelLimitExceeded,
+    e.CryptoAddressInvalid,
+    e.AccountNotFound,
+)
 
 
 def _broker_buy(
@@ -43,6 +57,7 @@ FEATURE = Feature(
         BrokerSellController,
         CustodianTransactionController,
         TransactionCallbacksController,
+        TransactionResolutionController,
     ],
     heavy_reads=[TransactionReadingController],
     body_checks={BrokerBuy: _broker_buy, BrokerBuyCreate: _broker_buy, BrokerSell: _broker_sell},
@@ -54,10 +69,11 @@ FEATURE = Feature(
         "commitTransaction": (*MOVE_ON, e.TransactionNotStaged),
         "payout": MOVE_ON,
         "confirmPayout": MOVE_ON,
+        "resolveTransaction": RESOLVE,
         "getTransaction": (e.TransactionNotFound,),
         "getTransactionHistory": (e.TransactionNotFound,),
         "listTransactionCallbacks": (e.TransactionNotFound,),
     },
     own_codes={"listTransactions": {429: ["heavy_reads_busy"], 503: ["read_model_behind"]}},
-    shapes=[shapes, callback_shapes, transaction_shapes],
+    shapes=[shapes, callback_shapes, shared_callback_shapes, transaction_shapes],
 )

@@ -1,6 +1,7 @@
 """What the callbacks look like from outside: the body of a callback (the `transaction` object as every
-endpoint presents it), handed to the delivery worker as its renderer, and the list of deliveries the endpoint
-shows. The rest of the feature is `projections.callbacks`."""
+endpoint presents it), handed to the delivery worker as its renderer, and the list of a transaction's
+deliveries the endpoint shows (each delivery as every endpoint shows it: `interface.shared`). The rest of the
+feature is `projections.callbacks`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import msgspec
 from application.settings import Settings
 from domain.transaction import Transaction
 from interface.shared import transaction_presenters as presenters
+from interface.shared.callback_presenters import delivery
 from interface.transactions import callback_shapes as c
 from projections.callbacks.delivery import EVENT_TYPE, Renderer
 from projections.callbacks.outbox import Delivery, DeliveryRecord
@@ -34,31 +36,5 @@ def renderer(settings: Settings) -> Renderer:
 
 def deliveries(transaction_code: str, records: list[DeliveryRecord]) -> c.CallbackDeliveries:
     return c.CallbackDeliveries(
-        transaction_code=transaction_code,
-        deliveries=[
-            c.CallbackDelivery(
-                event_id=record.event_id,
-                sequence=record.sequence,
-                type=EVENT_TYPE,
-                transaction_status=record.transaction_status,
-                url=record.url,
-                status=record.status,
-                created=record.created,
-                next_attempt_at=record.next_attempt_at,
-                finished_at=record.finished_at,
-                response_code=record.response_code,
-                attempts=[
-                    c.CallbackAttempt(
-                        number=attempt.number,
-                        at=attempt.at,
-                        outcome=attempt.outcome,
-                        response_code=attempt.response_code,
-                        error=attempt.error,
-                        duration_ms=attempt.duration_ms,
-                    )
-                    for attempt in record.attempts
-                ],
-            )
-            for record in records
-        ],
+        transaction_code=transaction_code, deliveries=[delivery(record) for record in records]
     )

@@ -12,7 +12,7 @@ field the command does not have is a TypeError, not a value quietly lost (the te
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
@@ -79,6 +79,14 @@ class BrokerSell(Body):
 class PayoutUpdate(Body):
     customer_bank_account_id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-fA-F-]{32,36}\Z")] | None = None
     payment_reference: OptionalText = None
+
+
+class TransactionResolution(Body):
+    """The operator's decision on money a BLOCKED sell or a late payment received (contract-notes.md)."""
+
+    resolution: Literal["AcceptReceived", "Refund"]
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
+    refund_address: Address | None = None
 
 
 # Bodies that take exactly one of two fields (else 422 fiat_value_or_crypto_amount_required): the document

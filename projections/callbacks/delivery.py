@@ -6,7 +6,9 @@ and keep each transaction's deliveries in order (see `outbox`). For each deliver
 - the URL is checked again and resolved (`urls`), and the request goes to a vetted address only (`sender`);
 - the body is `{id, type, created, transaction}` (rendered by the interface's presenter from the state the
   outbox kept), signed as Standard Webhooks with the partner's secret: headers `webhook-id` (the stable event
-  id), `webhook-timestamp` (the attempt's time) and `webhook-signature` (`v1,<base64 HMAC-SHA256>`);
+  id), `webhook-timestamp` (the attempt's time) and `webhook-signature` (`v1,<base64 HMAC-SHA256>`; during
+  a secret rotation's overlap one such entry per secret, space-separated, the new secret's first: see
+  `secrets`);
 - a 2xx answer delivers it; 410 Gone stops the endpoint (this and every later delivery to the URL); anything
   else (another status, a redirect, a timeout, a refused URL) is retried after an exponential backoff with
   jitter, until the next try would be more than `window` seconds (24 h) after the first attempt: then the
@@ -19,7 +21,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from prometheus_client import Counter
@@ -29,6 +31,7 @@ from domain.errors import CallbackUrlRefused
 from domain.transaction import Transaction
 from projections.callbacks.delivery_config import DeliveryConfig
 from projections.callbacks.outbox import DELIVERED, FAILED, STOPPED, Attempt, Delivery, DeliveryStore
+from projections.callbacks.secrets import SigningSecrets
 from projections.callbacks.sender import Answer, SendFailed, post
 from projections.callbacks.snapshots import restore
 from projections.callbacks.urls import CallbackUrlPolicy, ResolvedUrl
@@ -54,9 +57,12 @@ def backoff(attempt: int, config: DeliveryConfig, rng: random.Random | None = No
     return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
 
 
-def signed_headers(secret: str, event_id: str, body: bytes, timestamp: int) -> dict[str, str]:
-    """The Standard Webhooks headers of one attempt (and the content type)."""
-    signature = Webhook(secret).sign(event_id, datetime.fromtimestamp(timestamp, UTC), body.decode())
+def signed_headers(secret: str | Sequence[str], event_id: str, body: bytes, timestamp: int) -> dict[str, str]:
+    """The Standard Webhooks headers of one attempt (and the content type): signed with `secret`, or with
+    each of several, their signatures in that order in the one header, space-separated."""
+    at = datetime.fromtimestamp(timestamp, UTC)
+    keys = [secret] if isinstance(secret, str) else secret
+    signature = " ".join(Webhook(key).sign(event_id, at, body.decode()) for key in keys)
     return {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
@@ -71,14 +77,15 @@ class DeliveryWorker:
         self,
         store: DeliveryStore,
         policy: CallbackUrlPolicy,
-        secrets: Callable[[str], str],
+        secrets: Callable[[str], str] | SigningSecrets,
         render: Renderer,
         config: DeliveryConfig | None = None,
         send: Sender = post,
     ) -> None:
         self.store = store
         self.policy = policy
-        self.secrets = secrets
+        # a partner's configured secret alone (no rotation can be in force), or with its rotations
+        self.secrets = secrets if isinstance(secrets, SigningSecrets) else SigningSecrets(secrets)
         self.render = render
         self.config = config or DeliveryConfig()
         self.send = send
@@ -127,9 +134,8 @@ class DeliveryWorker:
         try:
             resolved = self.policy.resolve(delivery.url)
             body = self.render(delivery, restore(delivery.state))
-            headers = signed_headers(
-                self.secrets(delivery.partner), delivery.event_id, body, int(time.time())
-            )
+            keys = self.secrets.signing(delivery.partner, delivery.salts)
+            headers = signed_headers(keys, delivery.event_id, body, int(time.time()))
             answer = self.send(resolved, body, headers, self.config.timeout_seconds)
         except CallbackUrlRefused as error:
             return failed(error.detail)

@@ -1,6 +1,7 @@
 """How the delivery worker (`projections.callbacks.delivery`) times its work: timeouts, backoff, the retry
-window, polling and its threads. Kept apart from the worker, which needs an HTTP client, so that the
-environment's reader (`interface.environment`) can build one at every start without loading it."""
+window, polling and its threads; and how long a rotated-out signing secret still signs. Kept apart from the
+worker, which needs an HTTP client, so that the environment's reader (`interface.environment`) can build one
+at every start without loading it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ class DeliveryConfig:
     retry_window_seconds: float = 24 * 3600.0  # no attempt after this long past the first one
     poll_seconds: float = 0.5  # how often an idle sender looks for due deliveries
     senders: int = 4  # threads per process
+    signing_overlap_seconds: float = 24 * 3600.0  # how long a rotated-out secret still signs (`secrets`)
 
     @property
     def lease_seconds(self) -> float:
@@ -28,7 +30,7 @@ class DeliveryConfig:
     def from_env(cls, env: Mapping[str, str]) -> DeliveryConfig:
         """From the environment's variables `env`: `BROKER_LEDGER_CALLBACK_TIMEOUT_SECONDS`,
         `..._RETRY_BASE_SECONDS`, `..._RETRY_CAP_SECONDS`, `..._RETRY_WINDOW_SECONDS`, `..._POLL_SECONDS`,
-        `..._SENDERS`; the defaults above for those unset or empty."""
+        `..._SENDERS`, `..._SIGNING_OVERLAP_SECONDS`; the defaults above for those unset or empty."""
         values = {}
         for name, default in vars(cls()).items():
             raw = env.get(ENV_PREFIX + name.upper())

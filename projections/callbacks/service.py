@@ -1,9 +1,11 @@
 """The callbacks of one API process: the outbox tables made sure of, the delivery worker (started and stopped
-with the process) and the store the list of a transaction's deliveries is read from."""
+with the process), the store the deliveries are listed and redelivered through, and the partners' secret
+rotations."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable, Iterable
 
@@ -16,6 +18,7 @@ from projections.callbacks.delivery import DeliveryWorker, Renderer
 from projections.callbacks.delivery_config import DeliveryConfig
 from projections.callbacks.outbox import DeliveryStore
 from projections.callbacks.projection import CALLBACK_OUTBOX
+from projections.callbacks.secrets import SecretRotations, SigningSecrets
 from projections.callbacks.urls import CallbackUrlPolicy, SystemResolver
 
 DDL_LOCK = int.from_bytes(hashlib.sha256(b"broker-ledger callback tables").digest()[:8], "big", signed=True)
@@ -49,14 +52,20 @@ class Callbacks:
         http_hosts: Iterable[str] = (),
         schema: str = READ_SCHEMA,
         config: DeliveryConfig | None = None,
+        secret_key: bytes | None = None,
     ) -> None:
-        """`secrets` gives a partner's callback secret, `render` a delivery's body (the interface's
-        presenter), `http_hosts` the hosts that may receive plain http (`callback_http_hosts`)."""
+        """`secrets` gives a partner's configured callback secret, `render` a delivery's body (the
+        interface's presenter), `http_hosts` the hosts that may receive plain http (`callback_http_hosts`),
+        `secret_key` the key rotated secrets are derived from (the same in every process of the service;
+        one made here when none is given, good for this process alone)."""
         create_tables(database_url, schema)
         config = config or DeliveryConfig()  # the composition root hands in the environment's
         policy = CallbackUrlPolicy(http_hosts, SystemResolver(config.timeout_seconds))
+        key = secret_key or os.urandom(32)
         self.store = DeliveryStore(pool, schema)
-        self.worker = DeliveryWorker(self.store, policy, secrets, render, config)
+        self.rotations = SecretRotations(pool, schema, key, config.signing_overlap_seconds)
+        signing = SigningSecrets(secrets, key)
+        self.worker = DeliveryWorker(self.store, policy, signing, render, config)
 
     def start(self) -> None:
         self.worker.start()

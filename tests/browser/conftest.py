@@ -5,7 +5,9 @@ The server is `broker-ledger serve --workers 1` with the demo settings on a data
 other process tests wrote is not in its pages), its var directory (client secrets) in tmp. `ledger` is what
 the seeding made: partner demo's customer with a buy COMPLETED through its commit and the operator's sendout
 reports (its commit and its first report more than a second apart, so that a whole second lies between
-them), a sell left Initiated and a buy left Staged; partner other's customer with a buy of its own.
+them), a sell left Initiated and a buy left Staged; a second customer of demo's with two sells in its
+operator's payout queue (one paid and waiting in ToPayout, one paid another amount and BLOCKED); partner
+other's customer with a buy of its own.
 
 After each test, and at each page a test checks, the browser's console must hold no SEVERE entry (see
 `tests/browser/pages.py`): a test that leaves one fails, whatever it asserted.
@@ -31,6 +33,7 @@ from tests.databases import scratch_database
 from tests.e2e.support import (
     AddressSource,
     Api,
+    Customer,
     active_customer,
     buy_body,
     client_secrets,
@@ -54,6 +57,8 @@ class Ledger:
     between: datetime  # a whole second after the buy's commit and before its next event
     staged: str  # its second buy, Staged
     sell: str  # its sell, Initiated
+    to_pay: str  # partner demo's second customer's sell, ToPayout
+    blocked: str  # and its sell paid another amount, BLOCKED
     other_customer: str  # partner other's customer
     other: str  # partner other's buy
 
@@ -101,6 +106,7 @@ def seed(broker: Api, operator: Api, auditor: Api, other_broker: Api, secrets: d
     sold = expect(broker.post_json("/paymentrequest/brokersell", sell), 201)["transaction"]
     left = expect(broker.post_json("/brokerbuy", buy_body(customer, "40.00", stage=True)), 201)["transaction"]
     assert left["status"] == "Staged"
+    to_pay, blocked = queued_sells(broker, operator, active_customer(broker, addresses()))
     other_customer = active_customer(other_broker, addresses())
     other = expect(other_broker.post_json("/brokerbuy", buy_body(other_customer, "60.00")), 201)
     while (wait := (between - datetime.now(UTC)).total_seconds() + 0.05) > 0:
@@ -127,9 +133,30 @@ def seed(broker: Api, operator: Api, auditor: Api, other_broker: Api, secrets: d
         between=between,
         staged=left["transactionCode"],
         sell=sold["transactionCode"],
+        to_pay=to_pay,
+        blocked=blocked,
         other_customer=other_customer.code,
         other=other["transaction"]["transactionCode"],
     )
+
+
+def queued_sells(broker: Api, operator: Api, customer: Customer) -> tuple[str, str]:
+    """Two sells of `customer` in the operator's payout queue: one paid (ToPayout), one paid another amount
+    (BLOCKED)."""
+    codes = []
+    for paid, status in ((Decimal("0.0003"), "ToPayout"), (Decimal("0.0001"), "BLOCKED")):
+        sell = sell_body(customer, cryptoAmount=Decimal("0.0003"))
+        sold = expect(broker.post_json("/paymentrequest/brokersell", sell), 201)["transaction"]
+        report = {
+            "cryptoCode": "BTC",
+            "address": sold["destinationCryptoAddress"],
+            "txId": uuid.uuid4().hex * 2,
+            "cryptoAmount": paid,
+            "confirmations": BTC.required_confirmations,
+        }
+        assert expect(operator.post_json("/chain/deposits", report), 200)["transaction"]["status"] == status
+        codes.append(sold["transactionCode"])
+    return codes[0], codes[1]
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +191,30 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if isinstance(driven, Browser):
         driven.check_console()
     return result
+
+
+@pytest.fixture(scope="module")
+def german_chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
+    """A second headless Chromium for the module, in German (de-DE), where a date field shows 27.11.2026."""
+    problem = missing_browser()
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
+    driver = start_chromium(tmp_path_factory.mktemp("chromium-profile-de"), language="de-DE")
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def german_browser(german_chromium: webdriver.Chrome, server: ApiServer) -> Iterator[Browser]:
+    """The German browser on the console of the module's server, signed in as nobody; its console must hold
+    no SEVERE entry at the end of the test."""
+    driven = Browser(german_chromium, server.base_url, output_folder(), lambda: server.tail(12))
+    driven.forget_console()
+    driven.forget_session()
+    yield driven
+    driven.check_console()
 
 
 @pytest.fixture

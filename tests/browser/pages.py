@@ -1,11 +1,11 @@
 """Driving the web console in a real browser: Debian's Chromium, headless, through its chromedriver.
 
 `Browser` wraps one Selenium driver for a module's tests: it opens the console's pages, follows forms and
-links (whole page loads, or htmx's swaps in their place), signs in, types an instant into a datetime-local
-picker, saves screenshots, and reads the browser's console. Every page check fails on any SEVERE entry of the
-console (a script error, a Content-Security-Policy violation, an asset answered 404), but for the one entry
-that an expected status of the page itself leaves ("... the server responded with a status of 404"), which it
-then requires: a page expected to answer 404 is seen to answer 404.
+links (whole page loads, or htmx's swaps in their place), signs in, types an instant into the instant field
+(UTC ISO 8601 text), saves screenshots, and reads the browser's console. Every page check fails on any
+SEVERE entry of the console (a script error, a Content-Security-Policy violation, an asset answered 404),
+but for the one entry that an expected status of the page itself leaves ("... the server responded with a
+status of 404"), which it then requires: a page expected to answer 404 is seen to answer 404.
 
 Screenshots go to `var/test-output/console/<name>.png` (`var/` is ignored by git), or to
 `$BROKER_LEDGER_TEST_OUTPUT/console/` when that is set; docs/console.md shows copies of them.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.wait import WebDriverWait
 
@@ -38,7 +37,7 @@ HOW_TO_INSTALL = (
 OUTPUT_ENV = "BROKER_LEDGER_TEST_OUTPUT"
 DEFAULT_OUTPUT = Path("var/test-output")  # under the repository; var/ is ignored by git
 # No network of its own (updates, sync, QUIC probes), no GPU or sandbox a container lacks, /tmp rather than a
-# small /dev/shm; en-US, so that a datetime-local picker takes its fields in the order `type_instant` types.
+# small /dev/shm; its language is `start_chromium`'s (en-US unless a test asks for another).
 ARGUMENTS = (
     "--headless=new",
     "--no-sandbox",
@@ -50,7 +49,6 @@ ARGUMENTS = (
     "--disable-sync",
     "--disable-dev-shm-usage",
     "--window-size=1280,900",
-    "--lang=en-US",
 )
 WAIT_SECONDS = 10
 SERVER_ERROR = re.compile(r"status of 5\d\d")
@@ -73,12 +71,15 @@ def missing_browser() -> str | None:
     return f"{', '.join(absent)} missing. {HOW_TO_INSTALL}" if absent else None
 
 
-def start_chromium(profile: Path) -> webdriver.Chrome:
-    """Headless Chromium with a fresh profile in `profile`, keeping every entry of its console."""
+def start_chromium(profile: Path, language: str = "en-US") -> webdriver.Chrome:
+    """Headless Chromium with a fresh profile in `profile`, in `language` (its UI, its `Accept-Language` and
+    `navigator.language`: the locale a date field would be shown in), keeping every entry of its console."""
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for argument in ARGUMENTS:
         options.add_argument(argument)
+    options.add_argument(f"--lang={language}")
+    options.add_experimental_option("prefs", {"intl.accept_languages": language})
     options.add_argument(f"--user-data-dir={profile}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
@@ -204,19 +205,13 @@ class Browser:
         field.send_keys(value)
 
     def type_instant(self, css: str, instant: datetime) -> None:
-        """Types `instant` (to the second) into a datetime-local picker as a person does: month, day, year,
-        then hour, minute, second and AM/PM (the en-US order); the field must then hold it."""
+        """Types `instant` (to the second, in UTC) into the instant field as a person does, as ISO 8601
+        (`YYYY-MM-DDTHH:MM:SSZ`, whatever the browser's locale); the field must then hold it, valid."""
+        typed = f"{instant.astimezone(UTC):%Y-%m-%dT%H:%M:%S}Z"
+        self.fill(css, typed)
         field = self.find(css)
-        field.clear()
-        hour = instant.hour % 12 or 12
-        field.send_keys(
-            f"{instant:%m%d%Y}",
-            Keys.ARROW_RIGHT,
-            f"{hour:02d}{instant:%M%S}",
-            "PM" if instant.hour >= 12 else "AM",
-        )
-        typed = field.get_attribute("value")
-        assert typed == f"{instant:%Y-%m-%dT%H:%M:%S}", f"the picker holds {typed!r} after typing {instant}"
+        assert field.get_attribute("value") == typed, f"the field holds {field.get_attribute('value')!r}"
+        assert self.driver.execute_script("return arguments[0].checkValidity()", field), typed
 
     # --- signing in and out -----------------------------------------------------------------------------
 

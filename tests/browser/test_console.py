@@ -9,26 +9,40 @@ and fails on any SEVERE entry in the browser's console: script errors, CSP viola
 from __future__ import annotations
 
 import contextlib
+import csv
 import difflib
+import io
 import re
 import time
 import urllib.parse
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from html.parser import HTMLParser
 
 import httpx
 import pytest
 from selenium.webdriver.support.select import Select
 
+from projections.catalog import PROJECTIONS as CATALOG
 from tests.browser.conftest import Ledger
 from tests.browser.pages import Browser, ConsoleErrors
 from tests.processes import ApiServer
 
-PROJECTIONS = {"ReadModels", "Postings", "AuditChain", "CallbackOutbox"}
+PROJECTIONS = {spec.name for spec in CATALOG}
+NAVIGATION = (
+    "#nav-transactions",
+    "#nav-payouts",
+    "#nav-reserves",
+    "#nav-volumes",
+    "#nav-reconciliation",
+    "#nav-system",
+)
 SESSION_COOKIE = "console_session"
 SESSION_SECONDS = 900
 HEX = "0123456789ABCDEF"
+ISO_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
+COLUMNS = ("total", "locked", "available")
 
 
 def period_of_a_week() -> tuple[str, str]:
@@ -51,6 +65,12 @@ def sign_in_as_auditor(browser: Browser, ledger: Ledger) -> None:
 def listed(browser: Browser) -> dict[str, str]:
     """The transactions the results show: code -> status."""
     rows = browser.finds("table#transactions tr.transaction")
+    return {row.get_attribute("data-code"): row.get_attribute("data-status") for row in rows}
+
+
+def queued(browser: Browser, section: str) -> dict[str, str]:
+    """The sells a section of the payout queue shows: code -> status."""
+    rows = browser.finds(f"section#{section} tr.queued")
     return {row.get_attribute("data-code"): row.get_attribute("data-status") for row in rows}
 
 
@@ -96,7 +116,7 @@ def test_an_auditor_signs_in_and_sees_every_page_in_the_navigation(browser: Brow
     sign_in_as_auditor(browser, ledger)
     signed_in_as = browser.text("#signed-in-as")
     assert "demo-auditor" in signed_in_as and "demo" in signed_in_as.replace("demo-auditor", "")
-    for link in ("#nav-transactions", "#nav-reserves", "#nav-volumes", "#nav-system"):
+    for link in NAVIGATION:
         assert browser.has(f"nav#console-nav a{link}"), link
     assert browser.title.startswith(browser.heading)
     browser.screenshot("transactions")
@@ -128,16 +148,40 @@ def test_after_signing_out_the_transactions_page_leads_to_the_sign_in_page(
     assert browser.path == "/console/sign-in" and browser.has("form#sign-in")
 
 
-def test_an_operator_sees_no_transactions_link_and_is_forbidden_the_transactions_page(
+def test_an_operator_lands_on_the_payout_queue_and_opens_a_queued_sells_timeline(
     browser: Browser, ledger: Ledger
 ) -> None:
     browser.sign_in("demo-operator", ledger.secrets["demo-operator"])
-    assert browser.path.startswith("/console/reserves")
-    assert browser.has("nav#console-nav a#nav-reserves")
-    assert not browser.has("#nav-transactions")
-    browser.open("/console/transactions", status=403)
-    assert browser.has("h1#forbidden")
-    browser.screenshot("forbidden")
+    assert browser.path == "/console/payouts"
+    assert browser.heading == "Payout queue" and browser.title.startswith(browser.heading)
+    for link in NAVIGATION:
+        assert browser.has(f"nav#console-nav a{link}"), link
+    assert queued(browser, "to-pay-out") == {ledger.to_pay: "ToPayout"}
+    assert queued(browser, "blocked") == {ledger.blocked: "BLOCKED"}
+    assert queued(browser, "paid-late") == {} and queued(browser, "refunding") == {}
+    calls = browser.text(f"section#to-pay-out tr.to-act[data-code='{ledger.to_pay}']")
+    assert f"PUT /transactions/custodian/{ledger.to_pay}/payoutconfirming" in calls
+    calls = browser.text(f"section#blocked tr.to-act[data-code='{ledger.blocked}']")
+    assert f"POST /transactions/custodian/{ledger.blocked}/resolution" in calls and "AcceptReceived" in calls
+    assert ledger.other not in browser.text("main")
+    browser.screenshot("payout-queue")
+
+    browser.click(f"section#blocked tr.queued[data-code='{ledger.blocked}'] a.transaction-link")
+    assert browser.path == f"/console/transactions/{ledger.blocked}"
+    assert browser.text("#transaction-status") == "BLOCKED"
+    assert [event.get_attribute("data-type") for event in browser.finds("ol#timeline li.event")] == [
+        "Initiated",
+        "Blocked",
+    ]
+
+
+def test_an_operator_searches_its_partners_transactions(browser: Browser, ledger: Ledger) -> None:
+    browser.sign_in("demo-operator", ledger.secrets["demo-operator"])
+    search(browser, status="ToPayout")
+    found = listed(browser)
+    assert found.get(ledger.to_pay) == "ToPayout" and set(found.values()) == {"ToPayout"}
+    search(browser, customer=ledger.other_customer)  # partner other's: not the operator's partner
+    assert browser.has("section#results p#no-transactions") and not listed(browser)
 
 
 # --- transactions -----------------------------------------------------------------------------------------
@@ -211,17 +255,123 @@ def test_the_timeline_moves_to_an_events_instant_and_to_a_typed_instant(
     assert browser.text("#as-of") != "now"
     browser.screenshot("timeline-first-event")
 
+    assert ISO_INSTANT.fullmatch(browser.find("input#instant-at").get_attribute("value"))
+    assert ISO_INSTANT.fullmatch(browser.text("#as-of")), browser.text("#as-of")
+
     browser.type_instant("input#instant-at", ledger.between)
     browser.click("#instant-submit", replaced=browser.find("#as-of"))  # a page, or htmx's swap of its part
     assert browser.text("#transaction-status") == "Sending"
     assert len(browser.finds("ol#timeline li.event")) == len(ledger.as_of(ledger.between)) == 2
-    assert browser.text("#as-of") != "now"
+    assert browser.text("#as-of") == f"{ledger.between:%Y-%m-%dT%H:%M:%S}Z"
     browser.screenshot("timeline-typed-instant")
 
     browser.click("a#instant-now", replaced=browser.find("#as-of"))
     assert browser.text("#transaction-status") == "COMPLETED"
     assert browser.text("#as-of") == "now"
     assert len(browser.finds("ol#timeline li.event")) == len(ledger.events)
+
+
+def test_a_timeline_before_the_transaction_existed_says_so_and_nothing_else(
+    browser: Browser, ledger: Ledger
+) -> None:
+    sign_in_as_auditor(browser, ledger)
+    browser.open(f"/console/transactions/{ledger.completed}?at=2020-01-01T00:00:00Z")
+    assert browser.text("#as-of") == "2020-01-01T00:00:00Z"
+    assert browser.text("p#not-yet") == "The transaction did not exist yet at that instant."
+    assert not browser.has("#transaction-status") and not browser.finds("ol#timeline li.event")
+    view = browser.text("#timeline-view")
+    assert "—" not in view.split("did not exist yet")[0], view
+
+
+def test_a_customer_links_to_its_transactions_and_the_search_downloads_as_csv(
+    browser: Browser, ledger: Ledger, server: ApiServer
+) -> None:
+    sign_in_as_auditor(browser, ledger)
+    browser.open(f"/console/transactions/{ledger.completed}")
+    assert browser.text("a#customer-link") == ledger.customer
+    browser.click("a#customer-link")
+    assert browser.path == f"/console/transactions?customer={ledger.customer}"
+    assert browser.find("input#search-customer").get_attribute("value") == ledger.customer
+    assert listed(browser) == {
+        ledger.completed: "COMPLETED",
+        ledger.staged: "Staged",
+        ledger.sell: "Initiated",
+    }
+    link = browser.find("a#search-csv").get_attribute("href")
+    assert link.startswith(browser.url("/console/transactions.csv?")), link
+    with signed_in_client(server, "demo-auditor", ledger.secrets["demo-auditor"]) as client:
+        answer = client.get(link[len(server.base_url) :])
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/csv")
+    assert answer.headers["content-disposition"].startswith("attachment;")
+    codes = [row["transaction_code"] for row in csv.DictReader(io.StringIO(answer.text))]
+    assert set(codes) == set(listed(browser)) and len(codes) == 3
+
+
+def test_the_reconciliation_of_a_week_shows_its_reserves_and_the_blocked_sells_difference(
+    browser: Browser, ledger: Ledger, server: ApiServer
+) -> None:
+    sign_in_as_auditor(browser, ledger)
+    browser.click("#nav-reconciliation")
+    assert browser.path == "/console/reconciliation" and browser.heading == "Reconciliation"
+    start, end = period_of_a_week()
+    browser.fill("input#period-from", start)
+    browser.fill("input#period-to", end)
+    browser.click("#period-submit")
+    assert browser.path == f"/console/reconciliation?from={start}&to={end}"
+    reserves = browser.finds("table#reconciled-reserves tr.reserve")
+    assert "BTC" in {row.get_attribute("data-asset") for row in reserves}
+    assert all(row.get_attribute("data-balanced") == "true" for row in reserves)
+    assert browser.find("#reconciliation-verdict").get_attribute("data-clean") == "false"
+    differences = browser.finds("table#reconciliation-differences tr.difference")
+    assert ("amount_mismatch", ledger.blocked) in {
+        (row.get_attribute("data-kind"), row.get_attribute("data-code")) for row in differences
+    }
+    assert browser.finds("table#reconciled-reports tr.report")
+    browser.screenshot("reconciliation")
+
+    link = browser.find("a#reconciliation-csv").get_attribute("href")
+    with signed_in_client(server, "demo-auditor", ledger.secrets["demo-auditor"]) as client:
+        answer = client.get(link[len(server.base_url) :])
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/csv")
+    assert f'filename="reconciliation-{start}-{end}.csv"' in answer.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(answer.text)))
+    assert len([row for row in rows if row["row"] == "reserve"]) == len(reserves)
+    assert len([row for row in rows if row["row"] == "difference"]) == len(differences)
+
+
+def test_in_a_german_browser_days_and_instants_are_shown_and_typed_as_utc_iso_8601(
+    german_browser: Browser, ledger: Ledger
+) -> None:
+    browser = german_browser
+    browser.sign_in("demo-auditor", ledger.secrets["demo-auditor"])
+    assert browser.driver.execute_script("return navigator.language").startswith("de")
+    browser.open(f"/console/transactions/{ledger.completed}")
+    field = browser.find("input#instant-at")
+    assert (
+        field.get_attribute("type") == "text" and field.get_attribute("placeholder") == "YYYY-MM-DDTHH:MM:SSZ"
+    )
+    browser.type_instant("input#instant-at", ledger.between)
+    browser.click("#instant-submit", replaced=browser.find("#as-of"))
+    assert browser.text("#transaction-status") == "Sending"
+    shown = f"{ledger.between:%Y-%m-%dT%H:%M:%S}Z"
+    assert browser.text("#as-of") == shown
+    assert browser.find("input#instant-at").get_attribute("value") == shown
+    times = [time.text for time in browser.finds("ol#timeline li.event time")]
+    assert times and all(ISO_INSTANT.fullmatch(text) for text in times), times
+    browser.screenshot("timeline-de-DE")
+
+    start, end = period_of_a_week()
+    browser.open(f"/console/volumes?from={start}&to={end}")
+    for css, day in (("input#period-from", start), ("input#period-to", end)):
+        assert browser.find(css).get_attribute("type") == "text"
+        assert browser.find(css).get_attribute("value") == day
+
+    browser.fill("input#period-from", "21.11.2026")  # the German way: refused by the field itself
+    assert not browser.driver.execute_script(
+        "return arguments[0].checkValidity()", browser.find("input#period-from")
+    )
+    browser.open("/console/volumes?from=21.11.2026", status=400)
+    assert "from must be a day YYYY-MM-DD" in browser.text("[role=alert]")
 
 
 def test_another_partners_transaction_looks_exactly_like_an_unknown_one(
@@ -263,13 +413,29 @@ def test_the_reserves_chart_of_a_week_has_a_point_for_each_of_its_seven_days(
     assert browser.has("form#period #period-submit")
     charts = browser.finds("figure.chart")
     assert charts, "no reserves chart"
+    drawn = set()
     for chart in charts:
-        assert chart.get_attribute("data-asset") and chart.get_attribute("data-reserve"), chart.text
+        subject = (chart.get_attribute("data-asset"), chart.get_attribute("data-reserve"))
+        assert all(subject), chart.text
         points = chart.find_elements("css selector", "svg .point")
-        assert len(points) == 7, (chart.get_attribute("data-asset"), chart.get_attribute("data-reserve"))
+        if chart.find_elements("css selector", "p.all-zero"):  # all zero: said in words, nothing drawn
+            assert not points and not chart.find_elements("css selector", "svg"), subject
+            continue
+        drawn.add(subject[0])
+        assert len(points) == 7, subject
         assert all(point.find_elements("css selector", "title") for point in points)
-    assert "BTC" in {chart.get_attribute("data-asset") for chart in charts}
+        labels = chart.find_elements("css selector", "svg text.value-tick")
+        assert labels, subject
+        for label in labels:  # every digit and the sign shown, inside the chart
+            assert Decimal(label.text) == Decimal(label.get_attribute("data-value")), label.text
+            assert label.rect["x"] >= chart.find_element("css selector", "svg").rect["x"], label.text
+    assert "BTC" in drawn
     assert browser.has("table.chart-data")
+    positions = browser.finds("table#reserve-positions tr.reserve-position")
+    assert {row.get_attribute("data-asset") for row in positions} >= {"BTC", "EUR"}
+    for row in positions:
+        total, locked, available = (row.find_element("css selector", f"td.{c}").text for c in COLUMNS)
+        assert Decimal(total) - Decimal(locked) == Decimal(available), row.text
     browser.screenshot("reserves")
 
 

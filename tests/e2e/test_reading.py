@@ -156,16 +156,15 @@ def test_another_partners_transaction_is_not_found(
     expect_problem(broker.get(f"{LIST}/no-such-code"), 404, "transaction_not_found")
 
 
-def test_an_auditor_reads_transactions_and_histories_but_an_operator_does_not(
+def test_an_auditor_and_an_operator_read_transactions_and_histories(
     broker: Api, auditor: Api, operator: Api, customer: Customer
 ) -> None:
     created = create_buy(broker, customer)
     code = created["transactionCode"]
-    assert read(auditor, code) == created
-    assert listed(auditor, customerCode=customer.code)["records"] == [created]
-    assert expect(auditor.get(f"{LIST}/{code}/history"), 200)["transaction"] == created
-    for path in (f"{LIST}/{code}", LIST, f"{LIST}/{code}/history"):
-        expect_problem(operator.get(path), 403, "forbidden")
+    for reader in (auditor, operator):
+        assert read(reader, code) == created
+        assert listed(reader, customerCode=customer.code)["records"] == [created]
+        assert expect(reader.get(f"{LIST}/{code}/history"), 200)["transaction"] == created
 
 
 @pytest.mark.parametrize(

@@ -161,4 +161,4 @@ def test_a_timeline_at_an_instant_outside_the_years_1_to_9999_is_refused(
     assert auditor.get(timeline, params={"at": "2026-03-01 10:00"}).status_code == 400  # not datetime-local
     assert auditor.get(timeline, params={"at": "9999-12-31T23:59"}).status_code == 200
     first = auditor.get(timeline, params={"at": "0001-01-01T00:00:00Z"}).text
-    assert "did not exist yet" in first and 'value="0001-01-01T00:00:00"' in first  # as the picker takes it
+    assert "did not exist yet" in first and 'value="0001-01-01T00:00:00Z"' in first  # ISO, UTC, as typed

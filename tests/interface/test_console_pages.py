@@ -4,6 +4,8 @@ keep a browser strict. The browser's side (htmx, the charts' script, console err
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,6 +20,9 @@ from application.store.database import DATABASE_URL_ENV
 from bench.clock import FakeClock
 from interface.cli.main import main
 from interface.environment import DEFAULT_CONSOLE_ORIGIN
+from projections.audit_sql import OK, Check
+from projections.audit_verifications import record_verification
+from projections.catalog import PROJECTIONS
 from tests.e2e.support import AddressSource, Customer, buy_body, client_secrets, unique_code
 from tests.in_process import InProcessClient, RoleCalls, in_process_app
 
@@ -217,6 +222,11 @@ def test_the_instant_picker_shows_the_transaction_as_it_stood_then(
     assert 0 < page.count('class="posting"') < now.count('class="posting"')
     typed = auditor.get(f"/console/transactions/{ledger['first']}", params={"at": "2020-01-01T00:00"}).text
     assert "did not exist yet" in typed and 'data-type="' not in typed
+    before = typed.split('id="as-of"')[1].split('id="not-yet"')[0]
+    assert "—" not in before and 'id="transaction-status"' not in typed  # no stray status before it existed
+    assert 'value="2020-01-01T00:00:00Z"' in typed  # the picker shows the instant as UTC ISO 8601
+    iso = auditor.get(f"/console/transactions/{ledger['first']}", params={"at": "2020-01-01T00:00:00Z"})
+    assert iso.status_code == 200 and "did not exist yet" in iso.text
     wrong = auditor.get(f"/console/transactions/{ledger['first']}", params={"at": "yesterday"})
     assert wrong.status_code == 400 and "RFC 3339" in wrong.text
 
@@ -238,7 +248,10 @@ def test_the_reserves_chart_has_a_point_per_day_each_the_balance_at_its_end(
     last = START.date() + timedelta(days=1)
     first = last - timedelta(days=6)
     page = auditor.get(f"/console/reserves?from={first}&to={last}").text
-    assert points(page) and set(points(page)) == {7}
+    assert 7 in points(page) and set(points(page)) <= {0, 7}
+    for chart in page.split('<figure class="chart"')[1:]:  # each a point a day, or all zero said in words
+        assert chart.count("<tr><td>") == 7
+        assert ('class="point' in chart) != ('class="all-zero"' in chart), chart[:200]
     chart = page.split('data-asset="BTC" data-reserve="hot-wallet"')[1].split("</figure>")[0]
     figures = dict(re.findall(r"<tr><td>([\d-]+)</td><td class=\"amount\">([-\d.]+)</td></tr>", chart))
     for day in (START.date() - timedelta(days=1), START.date(), last):
@@ -286,7 +299,7 @@ def test_the_system_page_shows_the_projections_the_chain_head_and_the_last_verif
 ) -> None:
     page = auditor.get("/console/system").text
     names = re.findall(r'<tr class="projection" data-name="([^"]+)"', page)
-    assert sorted(names) == ["AuditChain", "CallbackOutbox", "Postings", "ReadModels"]
+    assert sorted(names) == sorted(spec.name for spec in PROJECTIONS)
     assert re.search(r'class="chain-hash">[0-9a-f]{64}<', page)
     assert 'class="verify-result">never run<' in page
     monkeypatch.setenv(DATABASE_URL_ENV, auditor.database_url)
@@ -294,16 +307,39 @@ def test_the_system_page_shows_the_projections_the_chain_head_and_the_last_verif
     with pytest.raises(SystemExit) as verified:
         main(["audit", "verify"])
     assert verified.value.code == 0
-    assert 'class="verify-result">passed<' in auditor.get("/console/system").text
+    page = auditor.get("/console/system").text
+    assert 'class="verify-result">passed<' in page
+    assert ('id="verify-behind"' in page) != ('id="verify-current"' in page)
 
 
-def test_an_operator_sees_no_transactions(client: InProcessClient, ledger: dict[str, Any]) -> None:
+def test_the_system_page_flags_a_last_verify_older_than_the_logs_head(
+    auditor: InProcessClient, ledger: dict[str, Any]
+) -> None:
+    checks = [Check("audit chain", OK, ["fine"])]
+    record_verification(auditor.database_url, START - timedelta(days=1), checks)  # before every event
+    page = auditor.get("/console/system").text
+    assert 'class="verify-result">passed<' in page and 'id="verify-behind"' in page
+    head = re.search(r'id="log-head">(\d+)<', page)
+    assert head and f"position {head.group(1)}" in page
+    record_verification(auditor.database_url, datetime(9999, 1, 1, tzinfo=UTC), checks)  # after them all
+    page = auditor.get("/console/system").text
+    assert 'id="verify-behind"' not in page and 'id="verify-current"' in page
+
+
+def test_an_operator_lands_on_the_payout_queue_and_reads_its_partners_transactions(
+    client: InProcessClient, ledger: dict[str, Any]
+) -> None:
     answer = signed_in(client, "demo-operator")
-    assert answer.headers["location"] == "/console/reserves"
+    assert answer.headers["location"] == "/console/payouts"
     reserves = client.get("/console/reserves").text
-    assert 'id="nav-reserves"' in reserves and 'id="nav-transactions"' not in reserves
-    forbidden = client.get("/console/transactions")
-    assert forbidden.status_code == 403 and 'id="forbidden"' in forbidden.text
+    for link in ("nav-payouts", "nav-transactions", "nav-reserves"):
+        assert f'id="{link}"' in reserves, link
+    listed = client.get(f"/console/transactions?customer={ledger['alice'].code}").text
+    assert re.findall(r'data-code="([^"]+)"', listed) == [ledger["second"], ledger["first"]]
+    assert ledger["foreign"] not in client.get("/console/transactions").text
+    timeline = client.get(f"/console/transactions/{ledger['first']}").text
+    assert '<dd id="transaction-status">COMPLETED</dd>' in timeline
+    assert client.get(f"/console/transactions/{ledger['foreign']}").status_code == 404
     client.cookies.clear()
 
 
@@ -323,3 +359,120 @@ def test_a_session_lasts_fifteen_minutes_whatever_a_tokens_lifetime(
     client.cookies.clear()
     assert claims["exp"] - claims["iat"] == 900
     assert claims["roles"] == ["auditor"] and claims["partner"] == "demo"
+
+
+def csv_rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_a_customer_links_to_its_transactions_and_postings_are_at_their_assets_scale(
+    auditor: InProcessClient, ledger: dict[str, Any]
+) -> None:
+    alice = ledger["alice"].code
+    timeline = auditor.get(f"/console/transactions/{ledger['first']}").text
+    assert f'id="customer-link" href="/console/transactions?customer={alice}"' in timeline
+    listed = auditor.get(f"/console/transactions?customer={alice}").text
+    assert listed.count(f'class="customer-link" href="/console/transactions?customer={alice}"') == 2
+    postings = re.findall(r'<tr class="posting">.*?</tr>', timeline, re.S)
+    assert postings
+    for row in postings:
+        asset = re.search(r"<td>(BTC|EUR)</td>", row)
+        assert asset, row
+        places = {"BTC": 8, "EUR": 2}[asset.group(1)]
+        amounts = re.findall(r'<td class="amount">(-?\d+(?:\.\d+)?)</td>', row)
+        assert amounts and all(len(amount.partition(".")[2]) == places for amount in amounts), row
+
+
+def test_the_search_downloads_as_csv_with_the_same_transactions_and_formulas_made_inert(
+    auditor: InProcessClient, ledger: dict[str, Any]
+) -> None:
+    desk, alice = ledger["desk"], ledger["alice"]
+    formula = '=HYPERLINK("http://evil.example")'
+    odd = desk.call("broker", "POST", "/brokerbuy", buy_body(alice, 75, paymentReference=formula))
+    code = odd["transaction"]["transactionCode"]
+    answer = auditor.get(f"/console/transactions.csv?customer={alice.code}")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/csv")
+    assert answer.headers["content-disposition"] == 'attachment; filename="transactions.csv"'
+    assert "script-src 'self'" in answer.headers["content-security-policy"]
+    rows = csv_rows(answer.text)
+    page = auditor.get(f"/console/transactions?customer={alice.code}").text
+    assert [row["transaction_code"] for row in rows] == re.findall(r'data-code="([^"]+)"', page)
+    (odd_row,) = [row for row in rows if row["transaction_code"] == code]
+    assert odd_row["payment_reference"] == "'" + formula
+    assert odd_row["fiat_value"] == "75.00" and len(odd_row["crypto_amount"].partition(".")[2]) == 8
+    assert odd_row["created"].endswith("Z")
+    one = csv_rows(auditor.get(f"/console/transactions.csv?code={ledger['first']}").text)
+    assert [row["transaction_code"] for row in one] == [ledger["first"]]
+    foreign = csv_rows(auditor.get(f"/console/transactions.csv?code={ledger['foreign']}").text)
+    assert foreign == []
+
+
+def test_the_reserves_page_shows_each_reserves_total_locked_and_available_as_the_api(
+    auditor: InProcessClient, ledger: dict[str, Any]
+) -> None:
+    page = auditor.get("/console/reserves").text
+    reserves = ledger["desk"].call("auditor", "GET", "/reserves")
+    shown = {
+        (name, code): (total, locked, available)
+        for name, code, total, locked, available in re.findall(
+            r'<tr class="reserve-position" data-reserve="([^"]+)" data-asset="([^"]+)">.*?'
+            r'class="amount total">([-\d.]+)<.*?class="amount locked">([-\d.]+)<.*?'
+            r'class="amount available">([-\d.]+)<',
+            page,
+            re.S,
+        )
+    }
+    api = [*reserves["cryptoReserves"], *reserves["currencyReserves"]]
+    assert api and len(shown) == len(api)
+    for reserve in api:
+        total, locked, available = shown[(reserve["name"], reserve["code"])]
+        assert Decimal(total) == Decimal(str(reserve["total"]))
+        assert Decimal(locked) == Decimal(str(reserve["locked"]))
+        assert Decimal(available) == Decimal(str(reserve["available"])) == Decimal(total) - Decimal(locked)
+
+
+def test_the_reconciliation_page_and_its_csv_show_what_the_api_answers_for_the_period(
+    auditor: InProcessClient, ledger: dict[str, Any]
+) -> None:
+    first, last = START.date(), START.date() + timedelta(days=1)
+    page = auditor.get(f"/console/reconciliation?from={first}&to={last}")
+    assert page.status_code == 200, page.text
+    api = ledger["desk"].call(
+        "auditor",
+        "GET",
+        f"/reconciliation?from={first}T00:00:00Z&to={last + timedelta(days=1)}T00:00:00Z&pageSize=1000",
+    )
+    assert f'data-clean="{str(api["clean"]).lower()}"' in page.text
+    shown = re.findall(
+        r'<tr class="reserve" data-reserve="([^"]+)" data-asset="([^"]+)" data-balanced="(\w+)">', page.text
+    )
+    assert sorted(shown) == sorted(
+        (r["name"], r["code"], str(r["balanced"]).lower()) for r in api["reserves"]
+    )
+    kinds = re.findall(r'<tr class="difference" data-kind="([^"]+)"', page.text)
+    assert kinds == [d["kind"] for d in api["differences"]]
+    assert f'<span class="count">{api["reportsTotal"]}</span>' in page.text
+    assert 'href="/console/reconciliation.csv?from=' in page.text
+
+    answer = auditor.get(f"/console/reconciliation.csv?from={first}&to={last}")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/csv")
+    assert f'filename="reconciliation-{first}-{last}.csv"' in answer.headers["content-disposition"]
+    rows = csv_rows(answer.text)
+    reserves = {(row["reserve"], row["asset"]): row for row in rows if row["row"] == "reserve"}
+    for reserve in api["reserves"]:
+        row = reserves[(reserve["name"], reserve["code"])]
+        assert Decimal(row["opening"]) + Decimal(row["postings"]) == Decimal(row["closing"])
+        assert Decimal(row["closing"]) == Decimal(str(reserve["closing"]))
+        places = {"BTC": 8, "ETH": 18, "EUR": 2}.get(reserve["code"])
+        assert places is None or len(row["closing"].partition(".")[2]) == places, row
+    assert len([row for row in rows if row["row"] == "report"]) == api["reportsTotal"]
+    assert [row["kind"] for row in rows if row["row"] == "difference"] == kinds
+
+
+def test_a_reconciliation_of_an_unreadable_period_is_refused_with_what_to_type(
+    auditor: InProcessClient,
+) -> None:
+    answer = auditor.get("/console/reconciliation?from=27.11.2026")
+    assert answer.status_code == 400 and "from must be a day YYYY-MM-DD" in answer.text
+    assert auditor.get("/console/reconciliation.csv?from=2024-01-01&to=2026-03-01").status_code == 400

@@ -29,6 +29,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from interface.app import Runtime, build_runtime, create_app
 from interface.http.security import AUDITOR, BROKER, OPERATOR
 from interface.http.shapes import EXAMPLE_ACCOUNT, EXAMPLE_ADDRESS, EXAMPLE_CUSTOMER
+from interface.shared.instants import AN_INSTANT
 from projections.callbacks.service import Callbacks
 from projections.callbacks.urls import SystemResolver
 from tests.e2e.support import client_secrets, obtain_token
@@ -232,8 +233,14 @@ def assert_code_listed(operation: dict[str, Any], status: int, response: Any) ->
 
 
 def refused_for_state(case: Any, response: Any) -> bool:
-    """A positive case refused for a reason the document cannot give (REFUSED_FOR_STATE)."""
-    if response.status_code != 422 or case.meta is None or case.meta.generation.mode.is_negative:
+    """A positive case refused for a reason the document cannot give (REFUSED_FOR_STATE), or an instant whose
+    UTC time is outside the ledger's years (JSON Schema's date-time cannot bound it:
+    `0001-01-01T00:00:00+01:00` is a date-time, of the year 0 in UTC)."""
+    if case.meta is None or case.meta.generation.mode.is_negative:
+        return False
+    if response.status_code == 400:
+        return response.json().get("code") == "malformed_request" and AN_INSTANT in response.json()["detail"]
+    if response.status_code != 422:
         return False
     reasons = REFUSED_FOR_STATE.get(case.operation.definition.raw.get("operationId", ""), {})
     return response.json().get("code") in reasons

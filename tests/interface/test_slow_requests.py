@@ -105,6 +105,7 @@ def test_a_head_sent_a_byte_at_a_time_is_answered_408_within_the_head_limit(addr
     assert headers["connection"] == "close"
     assert problem["code"] == "request_timeout"
     assert problem["detail"] == "the request line and headers did not arrive within 0.5 s"
+    assert problem["requestId"] == headers["x-request-id"] and len(headers["x-request-id"]) == 36
 
 
 def test_a_body_that_stops_short_is_answered_408_and_the_app_sees_its_client_gone(address, echo_app):

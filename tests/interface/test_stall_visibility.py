@@ -109,6 +109,7 @@ def test_health_answers_503_projection_stalled_naming_the_projection_its_positio
     problem = answer.json()
     assert problem["code"] == "projection_stalled" and problem["status"] == 503
     assert problem["type"] == "urn:broker-ledger:problem:projection_stalled"
+    assert problem["requestId"] == answer.headers["x-request-id"]
     [read_models] = [p for p in problem["projections"] if p["name"] == "ReadModels"]
     assert read_models["stalled"] is True
     assert read_models["position"] == stalled.bad - 1

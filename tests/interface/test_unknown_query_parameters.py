@@ -19,7 +19,14 @@ from tests.in_process import InProcessClient, in_process_app
 client = in_process_app(own_database="broker_query_checks")
 CLIENT_OF_ROLE = {AUDITOR: "demo-auditor", BROKER: "demo-broker", OPERATOR: "demo-operator"}
 # a value each documented parameter takes, by name, else by its schema (`_value_of`)
-VALUES = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z", "asOf": "2026-01-03T00:00:00Z"}
+VALUES = {
+    "from": "2026-01-01T00:00:00Z",
+    "to": "2026-01-02T00:00:00Z",
+    "asOf": "2026-01-03T00:00:00Z",
+    "paidLate": "true",
+    "after": "ZXYxOgAAAAAAAAAA",  # the events feed's cursor of its beginning
+    "types": "transaction.status_changed",
+}
 GUIDE_CODE = "alice-1"  # any code: a customer or transaction never made is a 404, not a refusal of the query
 
 
@@ -50,7 +57,7 @@ def test_a_misspelt_filter_of_the_transaction_list_is_refused_naming_it(
     assert problem["errors"] == [
         "query parameter 'customercode' is not one this endpoint takes (did you mean 'customerCode'?)"
     ]
-    taken = "asOf, customerCode, from, page, pageSize, status, to and type"
+    taken = "asOf, customerCode, from, page, pageSize, paidLate, status, to and type"
     assert problem["detail"].endswith(f"this endpoint takes the query parameters {taken}")
 
 
@@ -150,12 +157,12 @@ def test_every_parameter_of_the_document_is_taken(client: InProcessClient, docum
 
 def _value_of(parameter: dict[str, Any]) -> str:
     schema = parameter["schema"]
+    if schema.get("type") == "integer":  # (the tree sizes `from` and `to` of a consistency proof)
+        return str(schema.get("minimum", 1))
     if parameter["name"] in VALUES:
         return VALUES[parameter["name"]]
     if "enum" in schema:
         return str(schema["enum"][0])
-    if schema.get("type") == "integer":
-        return str(schema.get("minimum", 1))
     return GUIDE_CODE
 
 

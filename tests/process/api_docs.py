@@ -9,8 +9,9 @@ What differs from run to run is normalised the same way on both sides, as docs/a
 - the calendar's values are checked by their rule on both sides instead: in one answer's limits every daily
   `periodKey` is the same day and every monthly one that day's month, so the guide answers as documented on
   any date (a month's and a year's end, 29 February: scripts/test runs it there under faketime);
-- transaction codes (`TX` + 16 hex digits), account codes (`AC` + 18), UUIDs, derivation paths and every
-  Bitcoin address that the examples do not type themselves (the service's deposit addresses) are named in
+- event ids (`evt_` + 32 hex digits), the events feed's cursors, transaction codes (`TX` + 16 hex digits),
+  account codes (`AC` + 18), UUIDs, derivation paths and every Bitcoin address that the examples do not
+  type themselves (the service's deposit addresses) are named in
   order of first appearance over the whole guide (`TX#1`, `AC#1`, `address#1`, ...), so the documented
   answer must use the same code or address where the service does and a new one where the service does;
 - the run's unique `$RUN` is written `1` (`alice-1`);
@@ -41,7 +42,8 @@ DATE = re.compile(r"\b\d{4}-\d\d-\d\d\b")
 SERVER = "<server>"  # the database server GET /health names differs from machine to machine
 MONTH = re.compile(r"^\d{4}-(?:0[1-9]|1[0-2])$")
 NAMED = re.compile(
-    r"(?P<TX>\bTX[0-9A-F]{16}\b)|(?P<AC>\bAC[0-9A-F]{18}\b)"
+    r"(?P<event>\bevt_[0-9a-f]{32}\b)|(?P<cursor>\bZXYxOg[A-Za-z0-9_-]{10}(?![A-Za-z0-9_-]))"
+    r"|(?P<TX>\bTX[0-9A-F]{16}\b)|(?P<AC>\bAC[0-9A-F]{18}\b)"
     r"|(?P<uuid>\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b)"
     r"|(?P<path>\bm(?:/\d+'?)+)|(?P<address>\b(?:bc1|tb1)[02-9ac-hj-np-z]{20,80}\b)"
 )

@@ -7,9 +7,11 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from application.commands import ResolutionRequest, SendoutReport
 from application.ledger import Ledger
 from application.use_cases import UseCases
 from bench.history import Driver, Scenario
+from domain.transaction import Resolution
 from projections.base.runner import open_view, replay
 from projections.catalog import READ_MODELS, by_name
 
@@ -42,16 +44,38 @@ def populate(use_cases: UseCases, clock: Any, addresses: Any) -> Scenario:
     drive.deposit(blocked, 2, Decimal("0.0005"))
     completed_sell = drive.sell("other", "alice", "0.003")
     drive.deposit(completed_sell, 2)
+    resolve(use_cases, drive)
 
     lapsing_buy = drive.buy("other", "alice", "20")
     lapsing_sell = drive.sell("demo", "alice", "0.0001")
     clock.advance(days=1)
     use_cases.settlement.expire("other", lapsing_buy.code)
     use_cases.settlement.expire("demo", lapsing_sell.code)
+    drive.deposit(lapsing_sell, 2, Decimal("0.00001"))  # late, and less than a refund's network fee
+    use_cases.resolutions.resolve("demo", lapsing_sell.code, ResolutionRequest(Resolution.REFUND, "late"))
     drive.buy("demo", "alice", "30")
     drive.sell("other", "alice", "0.0005")
     drive.deposit(drive.sell("other", "alice", "0.0002"), 1)
     return drive.done
+
+
+def resolve(use_cases: UseCases, drive: Driver) -> None:
+    """The operator's resolutions: a BLOCKED sell's amount accepted (demo: ToPayout; other: COMPLETED),
+    one refunded and its refund sent, one refunding."""
+    for partner in ("demo", "other"):
+        accepted = drive.sell(partner, "alice", "0.001")
+        drive.deposit(accepted, 2, Decimal("0.0008"))
+        use_cases.resolutions.resolve(
+            partner, accepted.code, ResolutionRequest(Resolution.ACCEPT_RECEIVED, "ok")
+        )
+    refunded = drive.sell("other", "alice", "0.001")
+    drive.deposit(refunded, 2, Decimal("0.0012"))
+    use_cases.resolutions.resolve("other", refunded.code, ResolutionRequest(Resolution.REFUND, "sent back"))
+    for confirmations in (1, 2):
+        use_cases.settlement.report_sendout("other", SendoutReport(refunded.code, "refund-1", confirmations))
+    refunding = drive.sell("demo", "bob", "0.001")
+    drive.deposit(refunding, 2, Decimal("0.0009"))
+    use_cases.resolutions.resolve("demo", refunding.code, ResolutionRequest(Resolution.REFUND, "sent back"))
 
 
 def replay_what_exports_read(ledger: Ledger, database_url: str) -> None:

@@ -51,10 +51,11 @@ def transactions(ledger: Ledger, done: Scenario) -> list[Transaction]:
 
 
 def expected_daily_volumes(ledger: Ledger, done: Scenario) -> dict[tuple, dict[str, Any]]:
-    """The volumes computed from the aggregates: every transaction not cancelled, by its creation day."""
+    """The volumes computed from the aggregates: every transaction not cancelled nor refunded, by its creation
+    day, at its amounts as they are (a BLOCKED sell's accepted amount priced again)."""
     volumes: dict[tuple, dict[str, Any]] = defaultdict(lambda: defaultdict(lambda: Decimal(0)))
     for tx in transactions(ledger, done):
-        if tx.status == Status.CANCELLED:
+        if tx.status in (Status.CANCELLED, Status.REFUNDING, Status.REFUNDED):
             continue
         order, quote, fees = tx.order, tx.order.quote, tx.order.quote.fees
         key = (

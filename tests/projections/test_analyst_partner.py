@@ -17,13 +17,14 @@ import pytest
 from interface.cli.analyst import PRIVATE_TABLES
 from projections.base.runner import open_view, replay
 from projections.catalog import PROJECTIONS, by_name
+from projections.dimensions import DIMENSION_TABLES, DIMENSION_VIEWS
 from projections.partner_policies import under_policy
 from tests.projections.conftest import connect_as
 from tests.projections.support import run_cli as run
 
 PARTNER, HIDDEN = "other", "demo"  # the role's partner; the partner it must not see
 DOC = Path(__file__).resolve().parents[2] / "docs" / "analytics.md"
-WHOLE_LEDGER = ("audit_chain", "audit_checkpoints", "posting_deals")
+WHOLE_LEDGER = ("audit_chain", "audit_checkpoints", "posting_deals", "merkle_nodes")
 HIDDEN_VALUES = """SELECT transaction_code FROM read.transactions WHERE partner = %(p)s
 UNION SELECT id::text FROM read.transactions WHERE partner = %(p)s
 UNION SELECT id::text FROM read.customers WHERE partner = %(p)s
@@ -83,7 +84,7 @@ def two_partners(populated, store_ledger) -> str:
     """`populated` with every projection replayed, and statistics of every table (`ANALYZE`)."""
     for spec in PROJECTIONS:
         view = open_view(populated, spec)
-        if spec.name in ("Postings", "AuditChain"):
+        if spec.name in ("Postings", "AuditChain", "MerkleTree", "EventsFeed"):
             replay(store_ledger, by_name(spec.name), view)
         view.datastore.close()
     with psycopg.connect(populated, autocommit=True) as owner:
@@ -125,6 +126,8 @@ def test_every_table_and_view_shows_the_partners_rows_and_no_other(two_partners,
                 assert seen == [] and rows_of(owner, f"SELECT * FROM read.{table}"), table
             elif table == "analyst_partners":
                 assert seen == [(partner_role, PARTNER)]
+            elif table in (*DIMENSION_TABLES, *DIMENSION_VIEWS):  # every analyst's rows, no partner's
+                assert seen == rows_of(owner, f"SELECT * FROM read.{table}"), table
             else:
                 assert seen or table == "reserve_places", table  # (the scenario names no reserve)
                 assert seen == rows_of(owner, f"SELECT * FROM read.{table} WHERE partner = %s", PARTNER), (

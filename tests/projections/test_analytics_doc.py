@@ -47,6 +47,9 @@ def test_the_guide_describes_every_table_and_every_column(make_view) -> None:
 AUDIT_TABLES = {
     "audit_chain": ("notification_id", "seq", "originator_id", "originator_version", "topic", "event_hash"),
     "audit_checkpoints": ("notification_id", "seq", "chain_hash", "at", "periodic"),
+    "merkle_nodes": ("level", "idx", "hash", "notification_id"),
+    "audit_tree_checkpoints": ("id", "tree_size", "root", "at", "key_id", "signature"),
+    "audit_signing_keys": ("key_id", "algorithm", "public_key", "first_used"),
 }
 
 

@@ -92,6 +92,7 @@ def test_the_export_holds_exactly_the_events_of_the_period_in_notification_order
             "version",
             "type",
             "timestamp",
+            "actor",
             "data",
             "state",
             "event_hash",

@@ -56,6 +56,7 @@ def test_verify_passes_on_an_untouched_log_and_leaves_no_schema_behind(live):
         *(f"read model {name}" for name in NAMES),
         "postings balance",
         "audit chain",
+        "merkle tree",
         "projections keep up",
     ]
     assert "AuditChain" in NAMES

@@ -215,3 +215,19 @@ def test_the_whole_calendar_is_a_period_like_any_other(books: str, tmp_path: Pat
     assert run(*argv) == 0
     manifest = json.loads((tmp_path / "all" / "manifest.json").read_text())
     assert manifest["files"][0]["rows"] > 0
+
+
+def test_parquet_carries_each_rows_scale_and_the_manifest_sums_amounts_only(
+    books: str, tmp_path: Path
+) -> None:
+    manifest = export(tmp_path / "scales", "parquet")
+    table = pq.read_table(tmp_path / "scales" / "transactions.parquet").to_pylist()
+    places = {"BTC": 8, "ETH": 18, "LTC": 8, "EUR": 2, "USD": 2}
+    assert table and all(row["crypto_places"] == places[row["crypto_code"]] for row in table)
+    assert all(row["currency_places"] == places[row["currency_code"]] for row in table)
+    btc = [row["crypto_amount"] for row in table if row["crypto_code"] == "BTC"]
+    assert btc and all(round(amount, 8) == amount for amount in btc)
+    postings = pq.read_table(tmp_path / "scales" / "postings.parquet").to_pylist()
+    assert all(row["currency_places"] == places[row["currency_code"]] for row in postings)
+    summed = {column for entry in manifest["files"] for totals in entry["sums"].values() for column in totals}
+    assert "crypto_price" not in summed and "crypto_places" not in summed and "fiat_value" in summed

@@ -47,7 +47,8 @@ def test_the_scenario_reaches_every_status_and_event_kind(store_ledger, store_us
     }
     assert kinds == {
         *("Staged", "Initiated", "Committed", "SendoutSeen", "Confirming", "ToPayout", "Blocked"),
-        *("PayoutConfirming", "PaidOut", "Completed", "Cancelled"),
+        *("PayoutConfirming", "PaidOut", "Completed", "Cancelled", "PaidLate"),
+        *("ReceivedAccepted", "RefundStarted", "RefundSendoutSeen", "Refunded", "RefundNotSent"),
     }
 
 
@@ -113,7 +114,7 @@ def test_each_change_of_status_is_one_row_of_the_status_history(store_ledger, st
     assert sorted(actual) == sorted(expected, key=lambda row: (row[0], row[1], row[2]))
 
 
-def test_daily_volumes_count_every_transaction_but_the_cancelled_ones(store_ledger, done, view):
+def test_daily_volumes_count_every_transaction_but_the_cancelled_and_refunded_ones(store_ledger, done, view):
     key = ("partner", "day", "customer_code", "payment_method_code", "type", "currency_code", "crypto_code")
     sums = ("count", "fiat_value", "crypto_amount", "fees_fiat", "fees_crypto")
     actual = {

@@ -84,7 +84,9 @@ def test_a_worker_without_a_share_takes_every_free_projection_at_its_first_look(
         worker.stop()
 
 
-@pytest.mark.parametrize(("cores", "runners"), [(None, 1), (2, 1), (4, 1), (8, 2), (12, 3), (16, 4), (64, 4)])
+@pytest.mark.parametrize(
+    ("cores", "runners"), [(None, 1), (2, 1), (4, 1), (8, 2), (12, 3), (16, 4), (64, len(PROJECTIONS))]
+)
 def test_auto_starts_a_runner_per_four_cores_and_at_most_one_per_projection(monkeypatch, cores, runners):
     monkeypatch.setattr(runners_module.os, "cpu_count", lambda: cores)
     assert runners_module.auto_runners() == runners == min(len(PROJECTIONS), max(1, (cores or 1) // 4))

@@ -59,7 +59,8 @@ from domain.errors import (
     TrustLevelUnknown,
 )
 from domain.limits import PERIODS, period_key
-from domain.transaction import ALLOWED_TRANSITIONS, FINAL_STATUSES, Status, Transaction, TransactionType
+from domain.transaction import Transaction
+from domain.transaction_states import ALLOWED_TRANSITIONS, FINAL_STATUSES, Status, TransactionType
 
 SETTINGS = load_settings()
 ADDRESS_BOOK = Bip32AddressBook(SETTINGS.cryptos)

@@ -1,6 +1,7 @@
 """Ledger postings as a property: a `Ledger` on PostgreSQL is driven through random buys, commits,
-sendouts, sells, deposits of the right and of a wrong amount (and late ones), payouts, expiries and reserve
-adjustments; the Postings view follows by replay after every step.
+sendouts, sells, deposits of the right and of a wrong amount (and late ones), payouts, expiries, the
+operator's resolutions (a BLOCKED sell's amount accepted or refunded, a late payment refunded, the refund's
+sendout) and reserve adjustments; the Postings view follows by replay after every step.
 
 Invariants: every event's entries balance per currency, so the cumulative postings sum to zero per currency,
 in each partner's books, at EVERY position of the log; and each partner's reserves agree with a model that
@@ -36,7 +37,14 @@ from psycopg import sql
 
 from application.adapters.addresses import Bip32AddressBook
 from application.adapters.prices import FixedPrices
-from application.commands import AdjustmentRequest, BuyRequest, DepositReport, SellRequest, SendoutReport
+from application.commands import (
+    AdjustmentRequest,
+    BuyRequest,
+    DepositReport,
+    ResolutionRequest,
+    SellRequest,
+    SendoutReport,
+)
 from application.ledger import Ledger
 from application.settings import load_settings
 from application.store.database import eventsourcing_env
@@ -44,7 +52,7 @@ from application.sweeper import OverdueTransactions
 from application.use_cases import UseCases
 from bench.clock import FakeClock
 from domain.errors import DomainError, InsufficientReserve
-from domain.transaction import Status, Transaction, TransactionType
+from domain.transaction import Resolution, Status, Transaction, TransactionType
 from projections.base.runner import ProjectionSpec, open_view, replay
 from projections.ledger_postings import Postings, PostingsProjection
 from projections.reserve_positions import read_positions
@@ -185,6 +193,32 @@ class PostingsMachine(RuleBasedStateMachine):
         action = self.use_cases.settlement.pay_out if complete else self.use_cases.settlement.confirm_payout
         self.attempt(code, lambda: action(self.partner[code], code, "REF"))
 
+    @rule(code=transactions, accept=st.booleans())
+    def resolve(self, code: str, accept: bool) -> None:
+        """The operator's resolution: a BLOCKED sell's amount accepted, or refunded (a late payment too)."""
+        kind = Resolution.ACCEPT_RECEIVED if accept else Resolution.REFUND
+        request = ResolutionRequest(kind, "decided by the operator")
+        self.attempt(code, lambda: self.use_cases.resolutions.resolve(self.partner[code], code, request))
+
+    @rule(code=transactions, accept=st.booleans(), short=st.sampled_from(["0.00000007", "0.00000500"]))
+    def a_payment_of_another_amount_resolved(self, code: str, accept: bool, short: str) -> None:
+        """A sell paid another amount (BLOCKED) that the operator resolves, its refund sent, so that the
+        examples reach every resolution."""
+        transaction = self.ledger.store.transaction(self.partner[code], code)
+        if transaction.type != TransactionType.SELL or self.status[code] != Status.INITIATED:
+            return
+        report = DepositReport(
+            "BTC",
+            transaction.order.destination_address,
+            f"in-{code}",
+            transaction.order.quote.crypto_amount - Decimal(short),
+            REQUIRED,
+        )
+        self.attempt(code, lambda: self.use_cases.settlement.report_deposit(self.partner[code], report))
+        self.resolve(code, accept)
+        if self.status[code] == Status.REFUNDING:
+            self.sendout(code, REQUIRED)
+
     @rule(code=transactions)
     def drive(self, code: str) -> None:
         """The next command on the way to completion, so that examples reach the later states."""
@@ -195,6 +229,10 @@ class PostingsMachine(RuleBasedStateMachine):
             self.sendout(code, REQUIRED)
         elif status in (Status.INITIATED, Status.CONFIRMING):
             self.deposit(code, True, REQUIRED)
+        elif status in (Status.BLOCKED, Status.CANCELLED):
+            self.resolve(code, accept=False)
+        elif status == Status.REFUNDING:
+            self.sendout(code, REQUIRED)
         else:
             self.payout(code, complete=True)
 
@@ -256,6 +294,13 @@ class PostingsMachine(RuleBasedStateMachine):
             self.locked[hot] += transaction.payment.amount
         if now == before:
             return
+        if order.type == TransactionType.SELL and before in (
+            Status.BLOCKED,
+            Status.CANCELLED,
+            Status.REFUNDING,
+        ):
+            self.resolved(transaction, before)
+            return
         if order.type == TransactionType.BUY:
             owed = quote.crypto_amount + quote.fees.network_crypto
             if now == Status.SENDING:
@@ -277,6 +322,27 @@ class PostingsMachine(RuleBasedStateMachine):
             self.total[bank] -= quote.fiat_value
         if now == Status.BLOCKED:
             self.total[hot] += transaction.payment.amount
+
+    def resolved(self, transaction: Transaction, before: Status) -> None:
+        """A resolution, booked by hand: an accepted amount is a confirmed payment (the crypto came in when it
+        was BLOCKED); a refund owes back what was received (the amount and its network fee, locked in the
+        hot wallet) until its sendout takes it out, or keeps it all when the fee leaves nothing to send."""
+        now, order = transaction.status, transaction.order
+        hot, bank = (order.partner, "hot-wallet", order.crypto), (order.partner, "bank", order.currency)
+        received = transaction.payment.amount
+        if now in (Status.TO_PAYOUT, Status.COMPLETED):
+            self.locked[bank] += order.quote.fiat_value
+        if now == Status.COMPLETED:
+            self.locked[bank] -= order.quote.fiat_value
+            self.total[bank] -= order.quote.fiat_value
+        owed_already = before in (Status.CANCELLED, Status.REFUNDING)  # a late payment is locked since
+        if now == Status.REFUNDING and not owed_already:
+            self.locked[hot] += received
+        if now == Status.REFUNDED and before == Status.REFUNDING:
+            self.locked[hot] -= received
+            self.total[hot] -= received
+        elif now == Status.REFUNDED and owed_already:  # not sent: kept, no longer owed
+            self.locked[hot] -= received
 
     # --- invariants ----------------------------------------------------------------------------------
 

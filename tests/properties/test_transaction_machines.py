@@ -1,7 +1,8 @@
 """State machines over `Transaction`: the rules are the commands, the invariants are the rules of the ledger.
 
 Each command is checked against a small model of the contract (which error, or which status; a sell's payment
-first seen after validUntil leaves it CANCELLED as a late payment). Whatever the
+first seen after validUntil leaves it CANCELLED as a late payment; the operator's resolution moves a BLOCKED
+sell or a late payment on, and a sell's sendout is its refund's). Whatever the
 model says, a refused command must leave the aggregate exactly as it was, and an accepted one must move the
 status along an allowed edge. After every step the aggregate is saved to an in-memory event store, and the
 copy reloaded from it must equal the one in memory.
@@ -30,16 +31,8 @@ from domain.errors import (
     TransactionExpired,
     TransactionNotStaged,
 )
-from domain.transaction import (
-    ALLOWED_TRANSITIONS,
-    FINAL_STATUSES,
-    ChainPayment,
-    Order,
-    Status,
-    Transaction,
-    TransactionType,
-    balance_mutation,
-)
+from domain.transaction import ChainPayment, Order, Transaction, balance_mutation
+from domain.transaction_states import ALLOWED_TRANSITIONS, FINAL_STATUSES, Status, TransactionType
 from tests.strategies import orders
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
@@ -69,7 +62,13 @@ DEPOSIT_REPORTS = st.fixed_dictionaries(
 PAYOUTS = st.fixed_dictionaries(
     {"payouts": PAYOUTS_FEATURE, "at": MOMENTS, "reference": REFERENCES, "bank": BANK_ACCOUNTS}
 )
-PAYMENT_STEP = frozenset({Status.TO_PAYOUT, Status.PAYOUT_CONFIRMING})
+PAYMENT_STEP = frozenset({Status.TO_PAYOUT, Status.PAYOUT_CONFIRMING, Status.REFUNDING})
+# final for the chain's reports, but the operator may still resolve them (a BLOCKED sell, a late payment)
+RESOLVABLE = frozenset({Status.BLOCKED, Status.CANCELLED})
+NETWORK_FEES = st.sampled_from((Decimal(0), Decimal("0.00002"), Decimal("0.001"), Decimal(1000)))
+RESOLUTIONS = st.fixed_dictionaries(
+    {"payouts": PAYOUTS_FEATURE, "at": MOMENTS, "network_fee": NETWORK_FEES, "accept": st.booleans()}
+)
 
 Outcome = type[DomainError] | Status | str
 
@@ -267,6 +266,57 @@ class TransactionMachine(RuleBasedStateMachine):
         if expected == Status.COMPLETED:
             assert tx.customer_bank_account_id == (bank or old_bank)
 
+    def do_resolve(self, accept: bool, payouts: bool, network_fee: Decimal, at: datetime) -> None:
+        """The operator's resolution: the amount received accepted (a BLOCKED sell), or refunded less the
+        network fee (a BLOCKED sell, a late payment); REFUNDED at once when the fee leaves nothing."""
+        tx = self.tx
+        assert tx is not None
+        paid_late = tx.status == Status.CANCELLED and tx.payment is not None
+        resolvable = tx.status == Status.BLOCKED or (paid_late and not accept)
+        expected: Outcome = InvalidStateTransition
+        if tx.type == TransactionType.SELL and resolvable and tx.payment is not None:
+            received = tx.payment.amount
+            assert received is not None
+            if accept:
+                expected = Status.TO_PAYOUT if payouts else Status.COMPLETED
+            else:
+                expected = Status.REFUNDING if received > network_fee else Status.REFUNDED
+        priced_with: list[Decimal] = []
+
+        def priced_again(amount: Decimal) -> Order:
+            priced_with.append(amount)
+            return tx.order
+
+        if accept:
+            self.attempt(lambda: tx.accept_received(priced_again, payouts, "agreed", at), expected, at)
+        else:
+            self.attempt(lambda: tx.refund("refund-address", network_fee, "agreed", at), expected, at)
+        if expected == Status.REFUNDING:
+            assert tx.refund_amount is not None and tx.refund_amount + network_fee == tx.payment.amount
+        if expected in (Status.TO_PAYOUT, Status.COMPLETED) and tx.payment is not None:
+            assert priced_with == [tx.payment.amount]
+
+    def do_report_refund(self, tx_id: str, confirmations: int, required: int, at: datetime) -> None:
+        """A sell's sendout is its refund's: REFUNDED once confirmed; before, recorded while Refunding."""
+        tx = self.tx
+        assert tx is not None
+        payment = ChainPayment(tx_id, confirmations)
+        recorded = tx.refund_payment
+        expected: Outcome
+        if recorded is not None and tx_id != recorded.tx_id:
+            expected = ChainReportConflict
+        elif recorded is not None and (
+            confirmations <= recorded.confirmations or tx.status == Status.REFUNDED
+        ):
+            expected = NOTHING
+        elif tx.status != Status.REFUNDING:
+            expected = InvalidStateTransition
+        else:
+            expected = Status.REFUNDED if confirmations >= required else Status.REFUNDING
+        self.attempt(lambda: tx.report_sendout(payment, required, at), expected, at)
+        if isinstance(expected, Status):
+            assert tx.refund_payment == payment
+
     # --- invariants: the rules ----------------------------------------------------------------------
 
     @invariant()
@@ -281,7 +331,7 @@ class TransactionMachine(RuleBasedStateMachine):
             return
         if self.final is not None:
             assert self.tx.status == self.final
-        elif self.tx.status in FINAL_STATUSES:
+        elif self.tx.status in FINAL_STATUSES - RESOLVABLE:
             self.final = self.tx.status
         assert self.tx.is_open == (self.tx.status not in FINAL_STATUSES)
 
@@ -344,9 +394,11 @@ class BuyMachine(TransactionMachine):
     @rule(data=st.data())
     def a_sell_command(self, data: st.DataObject) -> None:
         """A command of sells sent to a buy: always refused, whatever the status."""
-        command = data.draw(st.sampled_from(("report_deposit", "confirm_payout", "pay_out")))
+        command = data.draw(st.sampled_from(("report_deposit", "confirm_payout", "pay_out", "resolve")))
         if command == "report_deposit":
             self.do_report_deposit(**data.draw(DEPOSIT_REPORTS))
+        elif command == "resolve":
+            self.do_resolve(**data.draw(RESOLUTIONS))
         else:
             getattr(self, f"do_{command}")(**data.draw(PAYOUTS))
 
@@ -376,18 +428,22 @@ class SellMachine(TransactionMachine):
     def expire(self, offset: int) -> None:
         self.do_expire(offset)
 
+    @rule(resolution=RESOLUTIONS)
+    def resolve(self, resolution: dict[str, Any]) -> None:
+        self.do_resolve(**resolution)
+
+    @rule(tx_id=TX_IDS, confirmations=CONFIRMATIONS, required=REQUIRED, at=MOMENTS)
+    def report_refund(self, tx_id: str, confirmations: int, required: int, at: datetime) -> None:
+        self.do_report_refund(tx_id, confirmations, required, at)
+
     @rule(data=st.data())
     def a_buy_command(self, data: st.DataObject) -> None:
         """A command of buys sent to a sell: always refused, whatever the status."""
-        command = data.draw(st.sampled_from(("commit", "cancel", "report_sendout")))
+        command = data.draw(st.sampled_from(("commit", "cancel")))
         if command == "commit":
             self.do_commit(data.draw(OFFSETS))
-        elif command == "cancel":
-            self.do_cancel(data.draw(MOMENTS), data.draw(REASONS))
         else:
-            self.do_report_sendout(
-                data.draw(TX_IDS), data.draw(CONFIRMATIONS), data.draw(REQUIRED), data.draw(MOMENTS)
-            )
+            self.do_cancel(data.draw(MOMENTS), data.draw(REASONS))
 
 
 MACHINE_SETTINGS = settings(max_examples=80, stateful_step_count=25, deadline=None)

@@ -98,6 +98,10 @@ def split_by_rate_limit(
         assert "Retry-After" in problem["detail"], problem
         assert response.headers["retry-after"].isdigit(), describe(response)
         assert 1 <= int(response.headers["retry-after"]) <= math.ceil(1 / RATE), describe(response)
+        assert response.headers["ratelimit"].startswith('"default";r=0;t='), describe(response)
+        assert problem["requestId"] == response.headers["x-request-id"]
+    for response in responses:  # the IETF fields on every answer, the bucket's size per its time to fill
+        assert response.headers["ratelimit-policy"] == f'"default";q={BURST};w={math.ceil(BURST / RATE)}'
     return allowed, refused
 
 

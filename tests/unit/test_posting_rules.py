@@ -238,8 +238,59 @@ def test_a_late_payment_is_received_unmatched_in_the_hot_wallet_and_never_paid_o
         ("reserve:hot-wallet", "BTC"): received,
         ("received_unmatched", "BTC"): -received,
     }
-    assert books.view.deals == {}
+    assert list(books.view.deals) == [sell.id]  # kept: the operator may refund it
     assert rules.RECEIVED_UNMATCHED in rules.LOCKED_ACCOUNTS["hot-wallet"]
+
+
+def test_an_accepted_amount_is_sold_out_of_suspense_at_the_price_quoted(books: Books) -> None:
+    sell = initiated_sell()
+    received = sell.order.quote.crypto_amount / 2
+    sell.report_deposit(ChainPayment("tx-1", REQUIRED, received), REQUIRED, True, LATER)
+    sell.accept_received(lambda _: sell.order, True, "agreed", LATER)  # priced again: here, as it was
+    [_, accepted] = books.process(sell)
+    quote = sell.order.quote
+    assert_balanced(accepted)
+    assert accepted.event == "ReceivedAccepted"
+    posted = lines(accepted)
+    assert posted[("suspense", "BTC")] == quote.crypto_amount
+    assert posted[("payout_liability", "EUR")] == -quote.fiat_value
+    assert ("reserve:hot-wallet", "BTC") not in posted  # it came in when the sell was blocked
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["blocked", "paid late"])
+def test_a_refund_is_owed_from_where_the_money_waited_until_its_sendout_takes_it_out(
+    books: Books, late: bool
+) -> None:
+    sell = initiated_sell()
+    received = sell.order.quote.crypto_amount + (0 if late else BTC.quantum)
+    at = VALID_UNTIL + timedelta(seconds=1) if late else LATER
+    sell.report_deposit(ChainPayment("tx-1", REQUIRED, received), REQUIRED, True, at)
+    fee = Decimal("0.00002")
+    sell.refund("bc1-refund", fee, "agreed", at)
+    sell.report_sendout(ChainPayment("refund-1", REQUIRED), REQUIRED, at)
+    [_, started, refunded] = books.process(sell)
+    held = rules.RECEIVED_UNMATCHED if late else rules.SUSPENSE
+    assert lines(started) == {
+        (held, "BTC"): received,
+        ("refunds_payable", "BTC"): -(received - fee),
+        ("network_fees_payable", "BTC"): -fee,
+    }
+    assert lines(refunded) == {
+        ("refunds_payable", "BTC"): received - fee,
+        ("network_fees_payable", "BTC"): fee,
+        ("reserve:hot-wallet", "BTC"): -received,
+    }
+    assert books.view.deals == {}
+
+
+def test_a_refund_the_fee_would_eat_is_kept(books: Books) -> None:
+    sell = initiated_sell()
+    received = BTC.quantum
+    sell.report_deposit(ChainPayment("tx-1", REQUIRED, received), REQUIRED, True, LATER)
+    sell.refund("bc1-refund", Decimal("0.00002"), "agreed", LATER)
+    [_, kept] = books.process(sell)
+    assert kept.event == "RefundNotSent"
+    assert lines(kept) == {("suspense", "BTC"): received, ("refund_fees_kept", "BTC"): -received}
 
 
 def test_an_opening_balance_comes_from_equity_and_a_move_leaves_one_reserve_for_another(books: Books) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from application.settings import DEFAULT_SETTINGS, SettingsError
 from interface.http.auth import Principal
-from interface.http.rate_limits import TokenBuckets, client_key, retry_after
+from interface.http.rate_limits import TokenBuckets, client_key, policy_field, retry_after
 from interface.http.settings import RateLimitSettings, decode_service_settings
 
 
@@ -153,6 +153,37 @@ def test_concurrent_takes_hand_out_exactly_the_burst() -> None:
 def test_buckets_refuse_a_rate_or_size_that_cannot_work(rate: float, burst: int, max_keys: int) -> None:
     with pytest.raises(ValueError):
         TokenBuckets(rate, burst, max_keys=max_keys)
+
+
+def test_a_draw_tells_what_the_bucket_holds_after_it() -> None:
+    time = FakeTime()
+    buckets = TokenBuckets(requests_per_second=2, burst=3, now=time)
+
+    assert [buckets.draw("client:a") for _ in range(3)] == [(0.0, 2.0), (0.0, 1.0), (0.0, 0.0)]
+    time.value += 0.25
+    assert buckets.draw("client:a") == (pytest.approx(0.25), pytest.approx(0.5))  # refused: nothing taken
+    assert buckets.full_after(0.5) == 2  # 2.5 tokens at 2 a second: 1.25 s, rounded up
+    assert buckets.full_after(3.0) == 0
+
+
+@pytest.mark.parametrize(
+    ("rate", "burst", "policy"),
+    [(200, 400, b'"default";q=400;w=2'), (2, 10, b'"default";q=10;w=5'), (3, 10, b'"default";q=10;w=4')],
+)
+def test_the_policy_is_the_buckets_size_per_the_seconds_it_takes_to_fill(rate, burst, policy) -> None:
+    assert policy_field(TokenBuckets(rate, burst)) == policy
+
+
+@pytest.mark.parametrize(("rate", "burst"), [(2, 10), (3, 10), (200, 400), (0.5, 1), (7, 3)])
+def test_a_client_keeping_to_the_policy_is_never_refused(rate: float, burst: int) -> None:
+    """q requests in any w seconds, sent as unkindly as the policy allows: each window's all at its start."""
+    time = FakeTime()
+    buckets = TokenBuckets(rate, burst, now=time)
+    quota, window = (int(part.split(b"=")[1]) for part in policy_field(buckets).split(b";")[1:])
+
+    for _ in range(20):
+        assert drain(buckets, "client:a", quota) == [0.0] * quota
+        time.value += window
 
 
 @pytest.mark.parametrize(("wait", "seconds"), [(0.004, 1), (0.5, 1), (1.0, 1), (1.01, 2), (59.2, 60)])
