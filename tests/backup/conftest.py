@@ -57,6 +57,12 @@ def install_pgbackrest() -> None:
 
 
 @pytest.fixture(scope="module")
+def pgbackrest_installed() -> None:
+    """For a test that names pgBackRest's binary without a cluster: on a fresh machine, installed first."""
+    install_pgbackrest()
+
+
+@pytest.fixture(scope="module")
 def archiving_cluster() -> Iterator[ArchivingCluster]:
     install_pgbackrest()
     try:

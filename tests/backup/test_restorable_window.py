@@ -104,7 +104,9 @@ def test_segments_before_the_oldest_backup_are_not_read() -> None:
     assert not _before_lsn("000000010000000100000000", "0/2000028")
 
 
-def test_the_configuration_archives_into_its_stanza_and_keeps_two_full_backups(tmp_path) -> None:
+def test_the_configuration_archives_into_its_stanza_and_keeps_two_full_backups(
+    tmp_path, pgbackrest_installed: None
+) -> None:
     text = configuration(tmp_path / "repo", Server(tmp_path / "data", 5433), "broker-ledger")
     assert "repo1-retention-full=2" in text and f"pg1-path={tmp_path / 'data'}" in text
     settings = archive_settings(tmp_path / "pgbackrest.conf", "broker-ledger")

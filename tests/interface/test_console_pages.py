@@ -208,6 +208,8 @@ def test_a_timeline_shows_every_event_with_its_status_change_and_postings(
     assert '<dd id="transaction-status">COMPLETED</dd>' in page
     assert "Sending → COMPLETED" in page
     assert page.count('class="posting"') > 0 and 'id="no-callbacks"' in page
+    actors = re.findall(r'<span class="actor">by ([^<]+)</span>', page)  # who caused each event
+    assert len(actors) == 3 and all(re.fullmatch(r"demo-\w+ \(\w+\), request \S+", who) for who in actors)
 
 
 def test_the_instant_picker_shows_the_transaction_as_it_stood_then(
