@@ -7,6 +7,7 @@ Run (wrk must be installed: `apt-get install wrk`):
     .venv/bin/python bench/load.py [--customers 2000] [--seconds 15] [--workers 2|2,8,14] [--connections 64,8]
                                    [--database-url postgresql://postgres@127.0.0.1:5432/postgres] [--markdown]
                                    [--projections in-process|separate] [--projection-processes N|auto]
+                                   [--profile]
 
 What it does, in order:
 1. Creates a fresh database `bench_load_<random>` on the PostgreSQL of --database-url (dropped at the end)
@@ -59,6 +60,9 @@ lag, the serial point's figures and the rebuild, per worker count. `--projection
 `broker-ledger projections run --processes N` (`--projection-processes`, auto by default: a runner per 4
 cores, at most one per projection).
 
+With `--profile`, py-spy records the API workers during the run with the most connections (GIL-holding
+samples only) and the split of their Python is printed after it (bench/profile_split.py).
+
 Progress goes to stderr; the figures to stdout. --markdown prints the tables as Markdown (for
 docs/performance.md). The load generator shares the machine with the server and PostgreSQL, so the figures
 are those of this machine at the time of the run.
@@ -101,6 +105,7 @@ from bench.load_support import (
     scalar,
     server_env,
 )
+from bench.profile_split import Profiler, report
 from bench.serial_point import SerialPoint, WaitSampler, commit_counters
 from projections.catalog import PROJECTIONS
 
@@ -149,6 +154,12 @@ def parse_args() -> argparse.Namespace:
         "default: $BENCH_PROJECTION_PROCESSES or auto",
     )
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile the API workers with py-spy (GIL-holding samples) during the run with the most "
+        "connections, and print where their Python goes (bench/profile_split.py)",
+    )
     parser.add_argument(
         "--without-keys",
         action="store_true",
@@ -287,12 +298,19 @@ def load_run(
     waits = WaitSampler(url).start()
     counters = commit_counters(server.base_url)
     cpu = CpuMeter(cpu_parts).start()
+    profiler = None
+    if getattr(args, "profile", False) and connections == max(args.connections):
+        profiler = Profiler(
+            server.worker_pids(), args.seconds, Path(tempfile.mkdtemp(prefix="bench-profile-"))
+        )
     keys = f"load-{os.getpid()}-c{connections}{tag}"
     script_args = [CUSTOMER_PREFIX, str(args.customers), keys, FIAT_VALUE]
     script_args += [CUSTOMER_ADDRESS, "no-keys" if args.without_keys else "keys"]
     wrk = run_wrk(f"{server.base_url}/brokerbuy", token, args.seconds, connections, script_args)
     counters = commit_counters(server.base_url) - counters
     waits.stop()
+    if profiler is not None:
+        print("\n".join(report(profiler.finish())), flush=True)
     note("waiting for the projections to process every event of the run")
     caught_up = sampler.wait_caught_up(timeout=CATCH_UP_TIMEOUT)
     sampler.stop()
