@@ -41,7 +41,6 @@ class Resolutions:
                     windows = self._refund(transaction, request, now)
                 self.store.save(transaction, *windows, unit=unit)
                 return transaction
-        raise AssertionError("attempts() ends by raising")  # pragma: no cover
 
     def _accept(
         self, transaction: Transaction, request: ResolutionRequest, at: datetime

@@ -26,7 +26,14 @@ from application.settings import SETTINGS_ENV
 from application.store.database import CONNECTIONS_ENV, DEFAULT_CONNECTIONS
 from interface.app import PROJECTIONS_ENV, build_runtime, create_app
 from tests.databases import scratch_database
-from tests.e2e.support import API_VERSION, ENCODER, client_secrets, obtain_token, token_headers
+from tests.e2e.support import (
+    API_VERSION,
+    ENCODER,
+    Customer,
+    client_secrets,
+    obtain_token,
+    token_headers,
+)
 
 Patch = tuple[object, str, object]  # (target, attribute, value): set while the app lives, as monkeypatch does
 Scope = Literal["function", "module", "package", "session"]
@@ -162,3 +169,10 @@ class RoleCalls:
         else:
             assert answer.status_code == status, answer.text
         return answer.json()
+
+    def active_customer(self, role: str, code: str, address: str) -> Customer:
+        """Registers customer `code` as `role` (Basic), activates it, and opens the account of `address`."""
+        self.call(role, "POST", "/customer", {"customerCode": code, "trustLevel": "Basic"})
+        self.call(role, "PUT", f"/customer/{code}", {"status": "ACTIVE"})
+        account = self.call(role, "POST", f"/customer/{code}/accounts", {"customerCryptoAddress": address})
+        return Customer(code, account["accountCode"], address, account["dcReceiveAddress"])

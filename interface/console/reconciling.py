@@ -13,17 +13,14 @@ from decimal import Decimal
 
 from application.settings import Settings
 from interface.console.periods import Days, end_of, start_of
-from interface.shared.reserve_reading import ReserveReader, postings_holding_write, shown_amount
+from interface.shared.reserve_reading import ReserveReader, reconciliation_of, shown_amount
 from projections.reconciliation import (
     ChainReport,
     Difference,
     Period,
     ReserveRollForward,
     Window,
-    read_reconciliation,
-    read_reserves,
 )
-from projections.reserve_positions import read_position
 
 REPORTS_SHOWN = 100  # the first reports of the period on the page (the API pages through all of them)
 
@@ -73,13 +70,8 @@ def reconcile(
     API's), on the heavy reads' connections; `reports_shown` of its reports (None: every one)."""
     period = period_of_days(days)
     pools = reserves.heavy_pools or reserves.pools
-    held = postings_holding_write(
-        pools, reserves.written, partner, reserves.wait_seconds, "the reconciliation"
-    )
-    with held as conn, conn.transaction():  # the position first: the postings read then hold its events
-        position = read_position(conn)
-        rolled = read_reserves(conn, partner, period).get(partner, [])
-        done = read_reconciliation(conn, partner, period, position, rolled, Window(limit=reports_shown))
+    window = Window(limit=reports_shown)
+    done = reconciliation_of(pools, reserves.written, partner, period, window, reserves.wait_seconds)
     return PeriodReconciliation(
         days=days,
         period=period,

@@ -25,7 +25,6 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import QueryParameter
 
 from application.settings import Settings
-from domain.money import WIDE
 from interface.http.dependencies import SettingsDep, principal
 from interface.http.documented import version_header
 from interface.http.heavy_reads import HEAVY_READ
@@ -34,16 +33,13 @@ from interface.http.read_your_writes import ReadPools, WritePositions
 from interface.http.security import AUDITOR, OPERATOR, authorize, roles
 from interface.reconciliation import shapes as s
 from interface.shared.query_parameters import moment_of
-from interface.shared.reserve_reading import postings_holding_write
+from interface.shared.reserve_reading import reconciliation_of, shown_amount
 from projections.reconciliation import (
     ChainReport,
     Period,
     Reconciliation,
     Window,
-    read_reconciliation,
-    read_reserves,
 )
-from projections.reserve_positions import read_position
 
 WAIT_SECONDS = 2.0
 MOST_DAYS = 366  # the longest period, as the console's
@@ -104,12 +100,7 @@ class ReconciliationReader:
         """Once the postings hold the partner's last write: its reserves, reports (in `window`) and
         differences of the period, in one transaction of the postings' view (a read server's when it has
         that write in time, else the primary's)."""
-        what = "the reconciliation"
-        held = postings_holding_write(self.pools, self.written, partner, self.wait_seconds, what)
-        with held as conn, conn.transaction():  # the position first: the postings read then hold its events
-            position = read_position(conn)
-            reserves = read_reserves(conn, partner, period).get(partner, [])
-            return read_reconciliation(conn, partner, period, position, reserves, window)
+        return reconciliation_of(self.pools, self.written, partner, period, window, self.wait_seconds)
 
 
 def reconciliation_body(settings: Settings, done: Reconciliation, window: Window) -> s.Reconciliation:
@@ -117,7 +108,7 @@ def reconciliation_body(settings: Settings, done: Reconciliation, window: Window
     window, and both totals."""
 
     def shown(code: str, amount: Decimal) -> Decimal:
-        return at_scale(settings, code, amount)
+        return shown_amount(settings, code, amount)
 
     size = window.limit or 1
     differences = done.differences[window.offset : window.offset + size]
@@ -168,15 +159,6 @@ def report_body(report: ChainReport) -> s.ChainReport:
         at=report.at.astimezone(UTC),
         posted=report.posted,
     )
-
-
-def at_scale(settings: Settings, code: str, amount: Decimal) -> Decimal:
-    """An amount at its asset's places (as recorded for an asset no longer configured)."""
-    if code in settings.cryptos:
-        return amount.quantize(settings.crypto_asset(code).quantum, context=WIDE)
-    if code in settings.currencies:
-        return amount.quantize(settings.fiat(code).quantum, context=WIDE)
-    return amount
 
 
 class ReconciliationController(Controller):

@@ -1,5 +1,5 @@
 """The reserves and postings of the caller's partner, read after its writes: GET /reserves, the reconciliation
-and the console's charts and timelines read them here.
+(`reconciliation_of`, the API's and the console's) and the console's charts and timelines read them here.
 
 Reserves are each partner's own book: a partner is shown its own reserves only, with what its own trades
 locked or moved and its own operator's adjustments, never another partner's (`read_positions` of the
@@ -35,9 +35,17 @@ from interface.http.read_your_writes import ReadPools, TrackedView, WritePositio
 from projections import status
 from projections.ledger_postings import PostingsProjection
 from projections.queries import transaction_postings
+from projections.reconciliation import (
+    Period,
+    Reconciliation,
+    Window,
+    read_reconciliation,
+    read_reserves,
+)
 from projections.reserve_positions import (
     ReservePosition,
     read_daily_positions,
+    read_position,
     read_positions,
     read_positions_at,
     wait_for_position,
@@ -104,6 +112,24 @@ def postings_holding_write(
     them, not at all while its projection has a recorded failure); else 503 `read_model_behind`: `answer`
     (the reserves, a reconciliation) would miss that write. Every read of the postings waits this way."""
     return holding_last_write(pools, written, partner, wait_seconds, POSTINGS, answer)
+
+
+def reconciliation_of(
+    pools: ReadPools,
+    written: WritePositions,
+    partner: str,
+    period: Period,
+    window: Window,
+    wait_seconds: float,
+) -> Reconciliation:
+    """Once the postings hold the partner's last write: its reserves, reports (in `window`) and differences
+    of the period, in one transaction of the postings' view (a read server's when it has that write in time,
+    else the primary's): `GET /reconciliation` and the console's page read it so."""
+    held = postings_holding_write(pools, written, partner, wait_seconds, "the reconciliation")
+    with held as conn, conn.transaction():  # the position first: the postings read then hold its events
+        position = read_position(conn)
+        reserves = read_reserves(conn, partner, period).get(partner, [])
+        return read_reconciliation(conn, partner, period, position, reserves, window)
 
 
 def shown_amount(settings: Settings, code: str, amount: Decimal) -> Decimal:

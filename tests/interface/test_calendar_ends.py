@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 
 from bench.clock import FakeClock
-from tests.e2e.support import AddressSource, Customer, buy_body, unique_code
+from tests.e2e.support import AddressSource, buy_body, unique_code
 from tests.in_process import InProcessClient, RoleCalls, in_process_app
 from tests.interface.test_console_pages import signed_in
 
@@ -33,14 +33,9 @@ def desk(client: InProcessClient) -> RoleCalls:
 @pytest.fixture(scope="module")
 def bought(desk: RoleCalls) -> dict[str, str]:
     """A customer and a buy of hers."""
-    code = unique_code("ends")
-    desk.call("broker", "POST", "/customer", {"customerCode": code, "trustLevel": "Basic"})
-    desk.call("broker", "PUT", f"/customer/{code}", {"status": "ACTIVE"})
-    address = AddressSource()()
-    account = desk.call("broker", "POST", f"/customer/{code}/accounts", {"customerCryptoAddress": address})
-    customer = Customer(code, account["accountCode"], address, "")
+    customer = desk.active_customer("broker", unique_code("ends"), AddressSource()())
     buy = desk.call("broker", "POST", "/brokerbuy", buy_body(customer, 100))
-    return {"customer": code, "transaction": buy["transaction"]["transactionCode"]}
+    return {"customer": customer.code, "transaction": buy["transaction"]["transactionCode"]}
 
 
 def refused(desk: RoleCalls, role: str, path: str, parameter: str) -> str:

@@ -29,7 +29,7 @@ from tests.e2e.support import (
     sell_body,
     unique_code,
 )
-from tests.in_process import InProcessClient, in_process_app
+from tests.in_process import InProcessClient, RoleCalls, in_process_app
 
 HOOK = "http://localhost:9/contract-flows"  # allow-listed below; nothing listens on the discard port
 
@@ -64,14 +64,8 @@ class AppWithClock:
         return answer.json()
 
     def customer(self, addresses: AddressSource) -> Customer:
-        code = unique_code("late")
-        self.call("POST", "/customer", self.broker, {"customerCode": code, "trustLevel": "Basic"})
-        self.call("PUT", f"/customer/{code}", self.broker, {"status": "ACTIVE"})
-        address = addresses()
-        account = self.call(
-            "POST", f"/customer/{code}/accounts", self.broker, {"customerCryptoAddress": address}
-        )
-        return Customer(code, account["accountCode"], address, account["dcReceiveAddress"])
+        calls = RoleCalls(self.client, {"broker": self.broker})
+        return calls.active_customer("broker", unique_code("late"), addresses())
 
 
 @pytest.fixture(scope="module")

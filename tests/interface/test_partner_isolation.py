@@ -25,7 +25,7 @@ import pytest
 
 from application.settings import DEFAULT_SETTINGS
 from bench.clock import FakeClock
-from interface.reconciliation import routes as reconciliation_routes
+from interface.shared import reserve_reading
 from tests.e2e.support import AddressSource, Customer, buy_body, deposit_report, sell_body, unique_code
 from tests.in_process import InProcessClient, RoleCalls, in_process_app
 
@@ -167,7 +167,7 @@ def test_a_period_of_367_days_is_refused_and_one_of_366_days_is_answered(desk, h
 
 def test_the_reconciliation_runs_in_a_worker_thread_not_on_the_event_loop(desk, history, monkeypatch):
     seen: list[bool] = []
-    read = reconciliation_routes.read_reconciliation
+    read = reserve_reading.read_reconciliation  # what GET /reconciliation reads through
 
     def spied(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -177,7 +177,7 @@ def test_the_reconciliation_runs_in_a_worker_thread_not_on_the_event_loop(desk, 
             seen.append(False)
         return read(*args, **kwargs)
 
-    monkeypatch.setattr(reconciliation_routes, "read_reconciliation", spied)
+    monkeypatch.setattr(reserve_reading, "read_reconciliation", spied)
     desk.reconciliation("auditor", history.start, history.end)
     assert seen == [False]
 

@@ -27,7 +27,7 @@ from tests.e2e.support import (
     sell_body,
     unique_code,
 )
-from tests.in_process import InProcessClient, in_process_app
+from tests.in_process import InProcessClient, RoleCalls, in_process_app
 
 HOOK = "http://localhost:9/resolutions"  # allow-listed; nothing listens on the discard port
 SETTINGS = load_settings(DEFAULT_SETTINGS)
@@ -57,14 +57,8 @@ class Desk:
         return answer.json()
 
     def customer(self, addresses: AddressSource) -> Customer:
-        code = unique_code("resolve")
-        self.call("POST", "/customer", self.broker, {"customerCode": code, "trustLevel": "Basic"})
-        self.call("PUT", f"/customer/{code}", self.broker, {"status": "ACTIVE"})
-        address = addresses()
-        account = self.call(
-            "POST", f"/customer/{code}/accounts", self.broker, {"customerCryptoAddress": address}
-        )
-        return Customer(code, account["accountCode"], address, account["dcReceiveAddress"])
+        calls = RoleCalls(self.client, {"broker": self.broker})
+        return calls.active_customer("broker", unique_code("resolve"), addresses())
 
     def sell(self, customer: Customer, amount: str = "0.002") -> dict[str, Any]:
         body = sell_body(customer, cryptoAmount=float(amount), callbackUrl=HOOK)
