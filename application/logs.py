@@ -14,6 +14,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 # Attributes every LogRecord has; anything else on a record was passed as `extra`. uvicorn's records also
 # carry `color_message` (the message with terminal colour codes), which a JSON line has no use for.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
@@ -21,6 +23,7 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "asctime",
     "color_message",
 }
+_LINE = msgspec.json.Encoder(enc_hook=str)  # what JSON has no type for, as its str()
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -37,7 +40,10 @@ class JsonLines(logging.Formatter):
         line.update((key, value) for key, value in vars(record).items() if key not in _STANDARD)
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str, ensure_ascii=False)
+        try:  # msgspec writes a line several times faster than json.dumps (one per request, the access log)
+            return _LINE.encode(line).decode()
+        except (TypeError, ValueError):  # a value of no JSON type msgspec knows (a key of such a type)
+            return json.dumps(line, default=str, ensure_ascii=False)
 
 
 def formatter_for_output() -> logging.Formatter:

@@ -24,6 +24,7 @@ from projections.base.runner import open_view
 from projections.catalog import by_name
 from projections.comments import describe
 from projections.dimensions import ASSETS, Dimensions, refresh_dimensions
+from projections.read_models import CREATE_LOCK as READ_MODELS_CREATE_LOCK
 from projections.read_tables import at_scale
 
 FEE_REVENUE = "fee_revenue"
@@ -55,13 +56,22 @@ PREPARE_LOCK = 0x414E_414C_5953_5453  # serialises `prepare` of processes starti
 
 
 def prepare(url: str, dimensions: Dimensions | None) -> None:
-    """Makes the read schema ready for analysts: the read models' and postings' tables (opened), the
-    dimensions' rows (when `dimensions` is given), the analysts' views and every comment; in one transaction
-    under an advisory lock, as several processes start at once."""
+    """Makes the read schema ready for analysts: the read models' and postings' tables (opened), then what
+    `views_and_comments` adds; as several processes start at once."""
     for name in ("ReadModels", "Postings"):
         open_view(url, by_name(name)).datastore.close()
+    views_and_comments(url, dimensions)
+
+
+def views_and_comments(url: str, dimensions: Dimensions | None) -> None:
+    """The dimensions' rows (when `dimensions` is given), the analysts' views and every comment, in one
+    transaction under an advisory lock, and under the read models' creation lock: another process opening
+    the read models meanwhile replaces their views (calendar, monthly_volumes, ...) in one transaction while
+    this one comments them in another order, and the two deadlocked (a worker of two starting together died
+    of it)."""
     with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (PREPARE_LOCK,))
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (READ_MODELS_CREATE_LOCK,))
         if dimensions is not None:
             refresh_dimensions(conn, dimensions)
         create_views(conn)

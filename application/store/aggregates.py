@@ -24,16 +24,18 @@ It wraps the ledger application's repository and recorder with what the use case
 
 from __future__ import annotations
 
+import functools
 import random
-import time
 from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from uuid import UUID
 
+import anyio.to_thread
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import Notification, RecordConflictError
 
+from application.store.on_loop import pause, run_on_loop
 from application.store.request_writes import RequestWrites
 from domain.account import Account
 from domain.customer import Customer
@@ -88,7 +90,7 @@ class Attempt:
         if kind is None or not issubclass(kind, RecordConflictError):
             return False
         self.lost = True
-        time.sleep(random.uniform(0, min(0.05, 0.0005 * 2 ** min(self.number, 10))))
+        pause(random.uniform(0, min(0.05, 0.0005 * 2 ** min(self.number, 10))))
         return True
 
 
@@ -182,6 +184,14 @@ class LedgerStore(AggregateReads):
         if unit is not None:
             unit.note_recorded(recordings)
         return recordings
+
+    async def run(self, use_case: Callable[..., A], *args: Any, **kwargs: Any) -> A:
+        """`use_case(*args, **kwargs)` run for a request on the event loop: in a greenlet on the loop when the
+        recorder awaits its reads and saves there (`application.store.on_loop`: no thread, no hand-offs),
+        else (the library's recorder) in a worker thread."""
+        if getattr(self.app.recorder, "loop_pool", None) is not None:
+            return await run_on_loop(use_case, *args, **kwargs)
+        return await anyio.to_thread.run_sync(functools.partial(use_case, *args, **kwargs))
 
     def attempts(self) -> Iterator[Attempt]:
         """The attempts of a use case, each a block to run under `with attempt:` that returns when it saved:

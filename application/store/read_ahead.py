@@ -16,7 +16,6 @@ library's with group commit off): rows read as tuples, since a page of a rebuild
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -25,36 +24,42 @@ from eventsourcing.persistence import InterfaceError, Notification, OperationalE
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
+from psycopg_pool import AsyncConnectionPool
 
 from application.store.binary_arrays import UUIDArray
+from application.store.loop_reads import LoopReads
+from application.store.on_loop import on_loop, pause, wait_for
 
 REFUSED_BEFORE_COMMIT = frozenset({"55P03", "57014"})  # lock_not_available, query_canceled (a timeout)
 # Aggregates' histories, each from its latest snapshot (if it has one) on, for several aggregates at once.
+# (`{marked}` is empty, or the column that tells a history's rows from latest events, below.)
 _HISTORIES = """
 WITH snapshot AS (
     SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state
     FROM {schema}.{snapshots} WHERE originator_id = ANY(%(ids)b)
     ORDER BY originator_id, originator_version DESC
 )
-SELECT originator_id, originator_version, topic, state FROM snapshot
+SELECT {marked}originator_id, originator_version, topic, state FROM snapshot
 UNION ALL
-SELECT e.originator_id, e.originator_version, e.topic, e.state
+SELECT {marked}e.originator_id, e.originator_version, e.topic, e.state
 FROM {schema}.{events} e LEFT JOIN snapshot s USING (originator_id)
 WHERE e.originator_id = ANY(%(ids)b) AND e.originator_version > coalesce(s.originator_version, 0)
 """
-SINCE_SNAPSHOT = _HISTORIES + "ORDER BY 1, 2\n"
 # The same, and for other aggregates only their latest event: one backward step on the primary key each,
 # however long their histories.
-HISTORIES_AND_LATEST = (
-    _HISTORIES
-    + """UNION ALL
-SELECT last.originator_id, last.originator_version, last.topic, last.state
+_LATEST = """UNION ALL
+SELECT {marked}last.originator_id, last.originator_version, last.topic, last.state
 FROM unnest(%(latest_ids)b) AS wanted (originator_id) CROSS JOIN LATERAL (
     SELECT originator_id, originator_version, topic, state FROM {schema}.{events}
     WHERE originator_id = wanted.originator_id ORDER BY originator_version DESC LIMIT 1
 ) last
-ORDER BY 1, 2
 """
+SINCE_SNAPSHOT = _HISTORIES.replace("{marked}", "") + "ORDER BY 1, 2\n"
+HISTORIES_AND_LATEST = (_HISTORIES + _LATEST).replace("{marked}", "") + "ORDER BY 1, 2\n"
+# Both, for the read-aheads of several use cases at once (`application.store.loop_reads`): each row marked
+# as a history's (false) or a latest event (true), as one aggregate may be either for two use cases.
+MARKED_HISTORIES_AND_LATEST = (
+    _HISTORIES.replace("{marked}", "false, ") + _LATEST.replace("{marked}", "true, ") + "ORDER BY 2, 3\n"
 )
 SELECT_PAGE = SQL(
     "SELECT originator_id, originator_version, topic, state, notification_id FROM {}"
@@ -75,7 +80,7 @@ def fail_fast(method: Callable[..., Any]) -> Callable[..., Any]:
         except (InterfaceError, OperationalError) as error:
             if getattr(error.__cause__, "sqlstate", None) in REFUSED_BEFORE_COMMIT:
                 raise
-        time.sleep(0.2)
+        pause(0.2)
         return method(*args, **kwargs)
 
     return read
@@ -85,6 +90,11 @@ class ReadAheadQueries(PostgresApplicationRecorder):
     """The read side of the ledger's recorder (see the module docstring)."""
 
     select_events_of_statement: str
+    # the event loop's connections, for use cases run on the loop (`application.store.on_loop`): their
+    # read-aheads are awaited there, together (`LoopReads`), rather than blocking the loop's thread (given
+    # by the app, `read_on_loop`; None: every read-ahead on the datastore's pool)
+    loop_pool: AsyncConnectionPool | None = None
+    _loop_reads: dict[str, LoopReads]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -96,6 +106,11 @@ class ReadAheadQueries(PostgresApplicationRecorder):
             .format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
             .as_string()
         )
+        self._loop_reads = {}
+
+    def read_on_loop(self, pool: AsyncConnectionPool) -> None:
+        """From now on, the read-aheads of use cases on the event loop are read on `pool`, together."""
+        self.loop_pool = pool
 
     @fail_fast
     def select_events(self, *args: Any, **kwargs: Any) -> Sequence[StoredEvent]:
@@ -116,6 +131,8 @@ class ReadAheadQueries(PostgresApplicationRecorder):
         """The events of several aggregates in one round trip, in version order per aggregate. With
         `snapshots_table`, an aggregate that has a snapshot there starts with its latest snapshot, followed
         by its events after it."""
+        if snapshots_table is not None and self._on_loop():
+            return wait_for(self._loop_reads_of(snapshots_table).read(originator_ids, ()))
         statement = self.select_events_of_statement
         if snapshots_table is not None:
             statement = _on_tables(
@@ -130,6 +147,8 @@ class ReadAheadQueries(PostgresApplicationRecorder):
         """In one round trip, the events of `originator_ids` as `select_events_of` reads them with
         `snapshots_table`, and of each of `latest_ids` (ids not among `originator_ids`) only its latest
         event; in version order per aggregate."""
+        if self._on_loop():
+            return wait_for(self._loop_reads_of(snapshots_table).read(originator_ids, latest_ids))
         statement = _on_tables(
             HISTORIES_AND_LATEST, self.datastore.schema, self.events_table_name, snapshots_table
         )
@@ -137,15 +156,26 @@ class ReadAheadQueries(PostgresApplicationRecorder):
             statement, {"ids": UUIDArray(originator_ids), "latest_ids": UUIDArray(latest_ids)}
         )
 
+    def _on_loop(self) -> bool:
+        """True for a read of a use case on the event loop, when the app gave the loop's connections."""
+        return self.loop_pool is not None and on_loop()
+
+    def _loop_reads_of(self, snapshots_table: str) -> LoopReads:
+        reads = self._loop_reads.get(snapshots_table)
+        if reads is None:
+            assert self.loop_pool is not None
+            statement = _on_tables(
+                MARKED_HISTORIES_AND_LATEST, self.datastore.schema, self.events_table_name, snapshots_table
+            )
+            reads = self._loop_reads[snapshots_table] = LoopReads(self.loop_pool, statement)
+        return reads
+
     def _stored_events(self, statement: str, params: dict[str, Any]) -> list[StoredEvent]:
         """The stored events a read-ahead `statement` selects, in one round trip."""
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
             curs.execute(statement, params, prepare=True)
             rows = curs.fetchall()
-        return [
-            StoredEvent(row["originator_id"], row["originator_version"], row["topic"], bytes(row["state"]))
-            for row in rows
-        ]
+        return [StoredEvent(id_, version, topic, bytes(state)) for id_, version, topic, state in rows]
 
 
 @functools.cache

@@ -110,13 +110,30 @@ def _request_headers(headers: Iterable[tuple[bytes, bytes]]) -> tuple[bytes | No
     return (request_id if ids == 1 else None), key
 
 
+# the request metrics' series by (method, route, status): a route's series is looked up once, not labelled
+# again (argument checks, a lock, a tuple of strings) on every request
+_SERIES: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
+def _series(method: str, route: str, status: int) -> tuple[Any, Any]:
+    series = _SERIES.get((method, route, status))
+    if series is None:
+        labels = (method, route, str(status))
+        series = _SERIES[method, route, status] = (
+            REQUESTS.labels(*labels),
+            REQUEST_SECONDS.labels(*labels),
+        )
+    return series
+
+
 def record_request(
     scope: Scope, status: int, seconds: float, request_id: str, key: bytes | None = None
 ) -> None:
     route = scope.get("path_template") or UNMATCHED
     method = scope["method"]
-    REQUESTS.labels(method, route, str(status)).inc()
-    REQUEST_SECONDS.labels(method, route, str(status)).observe(seconds)
+    requests, durations = _series(method, route, status)
+    requests.inc()
+    durations.observe(seconds)
     principal = scope.get("user")
     access_log.info(
         "%s %s %d %.1f ms %s",

@@ -65,9 +65,9 @@ from application.store.binary_arrays import (
     TimestamptzArray,
     columns,
 )
+from application.store.statement_batches import StatementBatches
 from interface.http.dependencies import principal
 from interface.http.problems import ApiProblem
-from interface.idempotency.statement_batches import StatementBatches
 
 HEADER = b"idempotency-key"
 MAX_BODY = 64 * 1024

@@ -45,22 +45,22 @@ class BrokerBuyController(Controller):
         operation_id="createBrokerBuy",
         status_code=201,
         responses=problems(404, 409, 422, 503),
-        sync_to_thread=True,
     )
-    def create(
+    async def create(
         self,
         request: Request,
         data: JSONBody[BrokerBuyCreate],
         buys: BuysDep,
-        settings: SettingsDep,
         idempotency_key: IdempotencyKey,
     ) -> r.TransactionEnvelope:
         """Creates a buy: Sending, or Staged when `stage` is true (commit it in a second step)."""
-        transaction = buys.create(
+        # one dependency: litestar resolves two or more in a task group of their own, on every request
+        transaction = await buys.store.run(
+            buys.create,
             principal(request).partner,
             buy_request(data),
             data.stage,
             code_for(request, idempotency_key),
             unit=unit_of(request),
         )
-        return presenters.transaction(settings, transaction)
+        return presenters.transaction(buys.context.settings, transaction)

@@ -15,9 +15,9 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from application.store.database import ensure_schema, eventsourcing_env
 from application.store.log import LedgerLog
+from application.store.statement_batches import StatementBatches
 from interface.http.problems import ApiProblem
 from interface.idempotency.keys import IdempotencyStore, StoredResponse
-from interface.idempotency.statement_batches import StatementBatches
 
 
 class Refused(Exception):

@@ -3,14 +3,17 @@ service's start writes only the comments that differ (`projections.comments`).""
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
 
 from application.settings import load_settings
 from interface.cli.main import main
-from projections.analyst_schema import prepare
+from projections.analyst_schema import prepare, views_and_comments
 from projections.comments import current_comments, describe, described
 from projections.dimensions import Dimensions
+from projections.read_models import CREATE_LOCK
 from tests.projections.test_analytics_doc import open_every_projection, readable_tables
 
 
@@ -58,3 +61,18 @@ def test_a_start_that_finds_the_comments_in_place_writes_none_and_mends_one_that
         assert current_comments(conn)[("transactions", "crypto_price")] == (
             "the executed price per unit, in currency_code"
         )
+
+
+def test_comments_wait_while_another_process_creates_the_read_models_views(fresh_database: str) -> None:
+    dimensions = Dimensions.of(load_settings())
+    prepare(fresh_database, dimensions)
+    with psycopg.connect(fresh_database) as creating:  # as ReadModels' creation holds it, in a transaction
+        creating.execute("SELECT pg_advisory_xact_lock(%s)", (CREATE_LOCK,))
+        preparing = threading.Thread(target=views_and_comments, args=(fresh_database, dimensions))
+        preparing.start()
+        preparing.join(timeout=1.5)
+        assert (
+            preparing.is_alive()
+        )  # waits for the views to be created, rather than commenting them meanwhile
+    preparing.join(timeout=30)
+    assert not preparing.is_alive()

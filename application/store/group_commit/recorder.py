@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,8 +23,9 @@ from application.store.group_commit.append_function import AppendFunction
 from application.store.group_commit.batches import BatchWriting
 from application.store.group_commit.commit_watch import CommitProgress, CommitWatch, WatchedUse
 from application.store.group_commit.read_back import ReadBack
-from application.store.group_commit.save_queue import SaveQueue, companion
+from application.store.group_commit.save_queue import SaveQueue, awaited_on, companion
 from application.store.group_commit.types import PendingSave
+from application.store.on_loop import on_loop, pause, wait_for
 from application.store.read_ahead import ReadAheadQueries
 from application.store.request_writes import RequestWrites, Rows, Statement
 from application.store.schema_lock import SerialSchemaCreation
@@ -143,23 +143,36 @@ class GroupCommitRecorder(BatchWriting, SerialSchemaCreation, ReadAheadQueries):
             return []
         save = self._save(stored_events, unit)
         if isinstance(save.error, (OperationalError, InterfaceError)) and not save.ambiguous:
-            time.sleep(0.2)
+            pause(0.2)
             save = self._save(stored_events, unit)
         if save.error is not None:
             raise save.error
         return save.notification_ids
 
     def _save(self, stored_events: Sequence[StoredEvent], unit: RequestWrites | None) -> PendingSave:
-        """Queues one save of `unit` (with the statements waiting for its first save) and waits for it."""
+        """Queues one save of `unit` (with the statements waiting for its first save) and waits for it: on the
+        event loop, by awaiting it there (`application.store.on_loop`), else by blocking the thread."""
         riding = unit.statements_for_next_save() if unit is not None else None
         save = PendingSave(stored_events, unit, statements=riding.statements if riding is not None else ())
         if riding is not None:
             save.on_done = riding.after
         self._ensure_committer()
-        self._queue.put(save)
-        if not save.done.wait(SAVE_WAIT_LIMIT):
-            save.fail(self._overdue(save, "this save"))
+        if on_loop():
+            wait_for(self._awaited(save))
+        else:
+            self._queue.put(save)
+            if not save.done.wait(SAVE_WAIT_LIMIT):
+                save.fail(self._overdue(save, "this save"))
         return save
+
+    async def _awaited(self, save: PendingSave) -> None:
+        """Queues `save` and awaits it on the running loop, woken by the committer with no thread waiting."""
+        settled = awaited_on(save, asyncio.get_running_loop())
+        self._queue.put(save)
+        try:
+            await asyncio.wait_for(asyncio.shield(settled), SAVE_WAIT_LIMIT)
+        except TimeoutError:
+            save.fail(self._overdue(save, "this save"))
 
     async def write_along(self, statements: Sequence[Statement]) -> list[Rows]:
         """Runs `statements` (in order, their parameters in binary) in the committer's next transaction,

@@ -33,6 +33,26 @@ def companion(statements: Sequence[Statement], loop: asyncio.AbstractEventLoop) 
     return PendingSave((), statements=statements, on_done=settled), future
 
 
+def awaited_on(save: PendingSave, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+    """A future of `loop` done when `save` is settled (after its own `on_done`, by which its riding
+    statements learn their fate), for a use case that awaits its save on the loop."""
+    future: asyncio.Future[None] = loop.create_future()
+    then = save.on_done
+
+    def settled(save: PendingSave) -> None:  # on the committer's thread
+        if then is not None:
+            then(save)
+        loop.call_soon_threadsafe(_done, future)
+
+    save.on_done = settled
+    return future
+
+
+def _done(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def _settle_future(future: asyncio.Future[list[Rows]], save: PendingSave) -> None:
     if future.done():  # its waiter gave up
         return

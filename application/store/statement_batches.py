@@ -1,7 +1,8 @@
 """Statements of one kind from concurrent requests on the event loop, sent to the database together.
 
-`StatementBatches` does for the API's own small statements (an Idempotency-Key's claim, its answer) what the
-event store's group commit does for events (`application/store/group_commit/`): a request hands over its
+`StatementBatches` does for the API's own small statements (an Idempotency-Key's claim, its answer, the
+read-ahead of a use case run on the loop, `application.store.loop_reads`) what the event store's group commit
+does for events (`application/store/group_commit/`): a request hands over its
 item and awaits its outcome; whatever waits when the previous batch is back goes as the next batch, in one
 statement and one round trip. So under load many requests share a round trip and a commit, while a lone
 request pays only its own, as before.
