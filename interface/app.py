@@ -215,8 +215,7 @@ def build_runtime(
     # claims and answers ride in the group committer's transactions (none of their own); with the library's
     # recorder (BROKER_LEDGER_GROUP_COMMIT=off) they go on the async pool
     along_events = ledger.write_along
-    if along_events is not None:  # the use cases' read-ahead awaited on the loop (`LedgerStore.run`)
-        ledger.recorder.read_on_loop(async_pool)
+    ledger.read_on_loop(async_pool)  # use cases on the loop read ahead on it (`LedgerStore.run`)
     idempotency = IdempotencyStore(pool, API_SCHEMA, async_pool, along_events)
     idempotency.create_table()
     write_positions = WritePositions(pool, async_pool, API_SCHEMA)

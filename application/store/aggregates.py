@@ -189,7 +189,7 @@ class LedgerStore(AggregateReads):
         """`use_case(*args, **kwargs)` run for a request on the event loop: in a greenlet on the loop when the
         recorder awaits its reads and saves there (`application.store.on_loop`: no thread, no hand-offs),
         else (the library's recorder) in a worker thread."""
-        if getattr(self.app.recorder, "loop_pool", None) is not None:
+        if self.app.waits_on_loop:
             return await run_on_loop(use_case, *args, **kwargs)
         return await anyio.to_thread.run_sync(functools.partial(use_case, *args, **kwargs))
 

@@ -153,6 +153,20 @@ class LedgerLog(Application):
         None with the library's recorder."""
         return getattr(self.recorder, "write_along", None)
 
+    @property
+    def waits_on_loop(self) -> bool:
+        """True once the group committer reads and saves for use cases on the event loop (`read_on_loop`):
+        then a request runs its use case there (`LedgerStore.run`), not in a thread."""
+        return getattr(self.recorder, "loop_pool", None) is not None
+
+    def read_on_loop(self, pool: Any) -> None:
+        """Has the group committer read ahead for use cases on the event loop on `pool` (an
+        `AsyncConnectionPool`), the read-aheads waiting at one moment together; with the library's recorder
+        nothing, and the use cases keep their threads."""
+        read_on_loop = getattr(self.recorder, "read_on_loop", None)
+        if read_on_loop is not None:
+            read_on_loop(pool)
+
     def keep_write_positions(self, schema: str, table: str) -> None:
         """Has the group committer keep each partner's write position in `schema.table` with the events it
         writes; with the library's recorder nothing, and the API keeps them itself."""
