@@ -82,7 +82,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.cpu import CpuMeter
+from bench.cpu import INSTRUMENTS, CpuMeter
 from bench.lag import LagSampler, tracking_tables
 from bench.load_report import FloorRun, LoadRun, Results, print_results, print_scaling
 from bench.load_support import (
@@ -297,7 +297,8 @@ def load_run(
     sampler = LagSampler(url, tables).start()
     waits = WaitSampler(url).start()
     counters = commit_counters(server.base_url)
-    cpu = CpuMeter(cpu_parts).start()
+    instruments = {INSTRUMENTS: lambda: [os.getpid(), *sampler.backend_pids(), *waits.backend_pids()]}
+    cpu = CpuMeter({**cpu_parts, **instruments}).start()
     profiler = None
     if getattr(args, "profile", False) and connections == max(args.connections):
         profiler = Profiler(
@@ -420,7 +421,8 @@ def floor_run(
     note(f"wrk: floor, {connections} connections, {args.seconds} s ({phase} the buys)")
     as_in_service(url)
     stored_before = scalar(url, COUNT_FLOOR_EVENTS)
-    cpu = CpuMeter({"floor workers": floor.worker_pids, **(cpu_parts or {})}).start()
+    parts = {"floor workers": floor.worker_pids, **(cpu_parts or {}), INSTRUMENTS: lambda: [os.getpid()]}
+    cpu = CpuMeter(parts).start()
     script_args = [CUSTOMER_PREFIX, str(args.customers), f"floor-c{connections}-{phase}", FIAT_VALUE]
     wrk = run_wrk(
         f"{floor.base_url}/brokerbuy", "none", args.seconds, connections, [*script_args, CUSTOMER_ADDRESS]

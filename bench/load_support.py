@@ -398,11 +398,18 @@ class Poller:
         self.url = url
         self.interval = interval
         self._stop = threading.Event()
+        self._connected = threading.Event()
+        self.backend_pid: int | None = None  # its connection's server process (`bench.cpu.INSTRUMENTS`)
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
 
     def start(self) -> Self:
+        """Starts sampling, once connected (at most 10 s): its backend is known from the start."""
         self._thread.start()
+        self._connected.wait(timeout=10)
         return self
+
+    def backend_pids(self) -> list[int]:
+        return [self.backend_pid] if self.backend_pid is not None else []
 
     def stop(self) -> None:
         self._stop.set()
@@ -413,6 +420,8 @@ class Poller:
 
     def _run(self) -> None:
         with psycopg.connect(self.url, autocommit=True, application_name=f"bench {self.name}") as conn:
+            self.backend_pid = conn.info.backend_pid
+            self._connected.set()
             while not self._stop.is_set():
                 begun = time.monotonic()
                 self.sample(conn)

@@ -21,18 +21,36 @@ the group committer (`application.store.group_commit`) takes it with the save's 
 A use case run without a request (the expiry sweeper, the command line, tests) passes none: its writes are
 tracked by nobody and carry no statements.
 
-The statements that ride in the committer's transactions (`Statement`, their `Rows`, `CompanionRefused`) are
+The statements that ride in the committer's transactions (`Statement`, `BatchedRow`, their `Rows`,
+`CompanionRefused`) are
 named here, with the request that hands them over, so that this module imports nothing of ours and the group
 commit (`application.store.group_commit`) depends on it, not the other way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 Statement = tuple[str, Sequence[Any]]  # SQL text and its parameters (sent in binary)
 Rows = list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchedRow:
+    """One row of a statement that the group committer sends once for every save of its batch that carries a
+    row of it (an Idempotency-Key's claim: a batch of five keyed buys sends one claim, not five).
+    `statement` takes its rows as columns, `arrays(rows)` being its parameters, and returns first, in each
+    row it answers with, the 1-based position (among the rows) of the row answered; a save gets the rows
+    answering its own, without that position."""
+
+    statement: str
+    row: tuple[Any, ...]
+    arrays: Callable[[Sequence[tuple[Any, ...]]], Sequence[Any]]
+
+
+Riding = Statement | BatchedRow  # what rides with a request's first save
 
 
 class CompanionRefused(Exception):
@@ -55,7 +73,7 @@ class FirstSaveStatements:
 
     __slots__ = ("refused", "rows", "statements", "unknown")
 
-    def __init__(self, statements: Sequence[Statement]) -> None:
+    def __init__(self, statements: Sequence[Riding]) -> None:
         self.statements = statements
         self.rows: list[Rows] | None = None
         self.refused: CompanionRefused | None = None
@@ -115,7 +133,7 @@ class RequestWrites:
         if other.position > self.position:
             self.position = other.position
 
-    def ride_with_first_save(self, statements: Sequence[Statement]) -> FirstSaveStatements:
+    def ride_with_first_save(self, statements: Sequence[Riding]) -> FirstSaveStatements:
         """Has `statements` ride with the first save of this request that commits; what became of them is on
         the holder returned."""
         self.first_save = FirstSaveStatements(statements)

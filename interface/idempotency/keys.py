@@ -65,6 +65,7 @@ from application.store.binary_arrays import (
     TimestamptzArray,
     columns,
 )
+from application.store.request_writes import BatchedRow
 from application.store.statement_batches import StatementBatches
 from interface.http.dependencies import principal
 from interface.http.problems import ApiProblem
@@ -180,32 +181,52 @@ FINISH_ONE = (
     " WHERE t.partner = %s AND t.key = %s AND t.created = %s AND t.state = 'running'"
     " RETURNING t.partner, t.key, t.created"
 )
-# A claim that must not fail quietly: it rides with a request's first save (`claim_with_save`), whose events
-# are written only if the key is the request's. Claimed by the rules above (CLAIM_ONE itself, on the
-# function's arguments), or refused with unique_violation, which fails that save alone (and leaves the
-# batch's other saves to be written).
-CLAIM_ARGUMENTS = ("claim_partner", "claim_key", "claim_fingerprint", "lease_seconds", "keep_hours")
-CLAIM_OR_RAISE = (
+# Claims that must not fail quietly: each rides with a request's first save (`claim_with_save`), whose events
+# are written only if the key is the request's, and the claims of the saves of one group commit go as one
+# call (`BatchedRow`). Claimed by the rules above (in one order of the keys, as `_claim_statement` sorts
+# them), each claim answered by its position among the arguments; or, if any key is held, refused with
+# unique_violation: the batch is then written save by save, its claims one by one, and that refusal fails
+# the one save holding a held key alone.
+CLAIMS_IN_ORDER = (
+    "INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)"
+    " SELECT c.partner, c.key, c.fingerprint, 'running', now() + make_interval(secs => lease_seconds)"
+    " FROM unnest(claim_partners, claim_keys, claim_fingerprints) AS c (partner, key, fingerprint)"
+    " ORDER BY c.partner, c.key" + CLAIMED_UNLESS_HELD % ("keep_hours",)
+)
+CLAIMS_OR_RAISE = (
     """
 CREATE OR REPLACE FUNCTION {f}(
-    claim_partner text, claim_key text, claim_fingerprint bytea, lease_seconds integer, keep_hours integer
-) RETURNS timestamptz LANGUAGE plpgsql AS $$
+    claim_partners text[], claim_keys text[], claim_fingerprints bytea[],
+    lease_seconds integer, keep_hours integer
+) RETURNS TABLE (claim_position bigint, claimed timestamptz) LANGUAGE plpgsql AS $$
 DECLARE
-    claimed timestamptz;
+    claims_made bigint;
+    held record;
 BEGIN
-    WITH claim AS ("""
-    + CLAIM_ONE % CLAIM_ARGUMENTS
+    RETURN QUERY WITH claim AS ("""
+    + CLAIMS_IN_ORDER
     + """)
-    SELECT claim.created INTO claimed FROM claim;
-    IF claimed IS NULL THEN
-        RAISE EXCEPTION 'Idempotency-Key % of % is held by another request', claim_key, claim_partner
+    SELECT c.n, claim.created FROM claim
+    JOIN unnest(claim_partners, claim_keys) WITH ORDINALITY AS c (partner, key, n) USING (partner, key);
+    GET DIAGNOSTICS claims_made = ROW_COUNT;
+    IF claims_made < cardinality(claim_keys) THEN
+        SELECT t.partner, t.key INTO held FROM {t} t
+        JOIN unnest(claim_partners, claim_keys) AS c (partner, key) USING (partner, key)
+        WHERE t.created <> now() LIMIT 1;
+        RAISE EXCEPTION 'Idempotency-Key % of % is held by another request', held.key, held.partner
             USING ERRCODE = 'unique_violation';
     END IF;
-    RETURN claimed;
 END
 $$
 """
 )
+
+
+def _claims_with_saves(claims: Sequence[tuple[str, str, bytes]]) -> Sequence[object]:
+    """The arguments of the claims function for these (partner, key, fingerprint) rows, in their order."""
+    return (*columns(claims, TextArray, TextArray, ByteaArray), LEASE_SECONDS, KEEP_HOURS)
+
+
 # Refusals of a batch's data: the batch is run again key by key, so only the offending request fails.
 REFUSED_DATA = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.ProgrammingError)
 # Statements run in the event store's next transaction; the rows each returned (the group committer's
@@ -237,9 +258,11 @@ class IdempotencyStore:
             sql.SQL(statement).format(t=self.table).as_string()
             for statement in (CLAIM_MANY, CLAIM_ONE, SELECT_CLAIMED_MANY, SELECT_CLAIMED_ONE)
         )
-        self._claim_function = sql.Identifier(schema, "claim_idempotency_key")
-        self._claim_or_raise = (
-            sql.SQL("SELECT {f}(%s, %s, %s, %s::int, %s::int)").format(f=self._claim_function).as_string()
+        self._claims_function = sql.Identifier(schema, "claim_idempotency_keys")
+        self._claims_or_raise = (
+            sql.SQL("SELECT claim_position, claimed FROM {f}(%s, %s, %s, %s::int, %s::int)")
+            .format(f=self._claims_function)
+            .as_string()
         )
         self._finish_many, self._finish_one, self._renew_many = (
             sql.SQL(statement).format(t=self.table).as_string()
@@ -263,14 +286,14 @@ class IdempotencyStore:
                     " created timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (partner, key))"
                 ).format(self.table)
             )
-            conn.execute(sql.SQL(CLAIM_OR_RAISE).format(f=self._claim_function, t=self.table))
+            conn.execute(sql.SQL(CLAIMS_OR_RAISE).format(f=self._claims_function, t=self.table))
 
-    def claim_with_save(self, partner: str, key: str, fingerprint: bytes) -> tuple[str, tuple]:
-        """The claim of `key` as a statement to ride with the request's first save (see
-        `RequestWrites.ride_with_first_save`, `application.store.request_writes`): by the rules of `claim`, it
-        returns the claim's `created` if the key is now the request's, else the database refuses it, and
-        the save with it."""
-        return self._claim_or_raise, (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS)
+    def claim_with_save(self, partner: str, key: str, fingerprint: bytes) -> BatchedRow:
+        """The claim of `key` as a row to ride with the request's first save (see
+        `RequestWrites.ride_with_first_save`, `application.store.request_writes`), sent with the other claims
+        of its batch: by the rules of `claim`, it returns the claim's `created` if the key is now the
+        request's, else the database refuses it, and the save with it."""
+        return BatchedRow(self._claims_or_raise, (partner, key, fingerprint), _claims_with_saves)
 
     async def claim(self, partner: str, key: str, fingerprint: bytes) -> Claim:
         owned, row = await self._claims.submit((partner, key, fingerprint))

@@ -4,7 +4,7 @@ the events of that batch or alone (an Idempotency-Key's claim and answer use the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -17,7 +17,7 @@ from application.store.binary_arrays import TextArray
 from application.store.group_commit import recorder as group_commit
 from application.store.group_commit.recorder import GroupCommitRecorder
 from application.store.group_commit.types import PendingSave
-from application.store.request_writes import CompanionRefused, RequestWrites
+from application.store.request_writes import BatchedRow, CompanionRefused, RequestWrites
 from tests.application.notes import Note
 
 
@@ -172,3 +172,60 @@ def test_statements_of_a_save_that_lost_a_version_race_wait_for_the_next_save(no
     assert holder.rows is None and stored_words(notebook) == []
     notebook.save(Note("the retry's save"), unit=unit)
     assert holder.rows == [[("lambda",)]]
+
+
+class WordRows:
+    """A statement whose rows several saves' `BatchedRow`s share: it inserts the words and answers each with
+    its position; counts the statements built."""
+
+    def __init__(self, app: Application[UUID]) -> None:
+        self.statement = (
+            f"WITH new AS (INSERT INTO {words_table(app)} (word) SELECT unnest(%s::text[]) RETURNING word)"
+            " SELECT r.n, upper(new.word) FROM new"
+            " JOIN unnest(%s::text[]) WITH ORDINALITY AS r (word, n) USING (word)"
+        )
+        self.built: list[list[str]] = []
+
+    def arrays(self, rows: Sequence[tuple[Any, ...]]) -> tuple[TextArray, TextArray]:
+        words = [word for (word,) in rows]
+        self.built.append(words)
+        return TextArray(words), TextArray(words)
+
+    def row(self, word: str) -> BatchedRow:
+        return BatchedRow(self.statement, (word,), self.arrays)
+
+
+def saving_note(app: Application[UUID], text: str, *statements: Any) -> PendingSave:
+    note = Note(text)
+    return PendingSave([app.mapper.to_stored_event(e) for e in note.collect_events()], statements=statements)
+
+
+def test_the_batched_rows_of_several_saves_go_as_one_statement_and_each_save_gets_its_own_rows(notebook):
+    words = WordRows(notebook)
+    saves = [
+        saving_note(notebook, "one", words.row("omicron")),
+        saving_note(notebook, "two", insert_words(notebook, "pi"), words.row("rho")),
+        saving_note(notebook, "three"),
+        saving_note(notebook, "four", words.row("sigma")),
+    ]
+    recorder_of(notebook).commit_batch(saves)
+    assert words.built == [["omicron", "rho", "sigma"]]
+    assert [save.error for save in saves] == [None] * 4
+    assert [save.rows for save in saves] == [[[("OMICRON",)]], [[("pi",)], [("RHO",)]], [], [[("SIGMA",)]]]
+    assert stored_words(notebook) == ["omicron", "pi", "rho", "sigma"]
+
+
+def test_a_batched_row_the_database_refuses_fails_its_own_save_alone(notebook):
+    recorder_of(notebook).commit_batch([pending_companion(insert_words(notebook, "tau"))])
+    words = WordRows(notebook)
+    landed, refused, also_landed = (
+        saving_note(notebook, "upsilon", words.row("upsilon")),
+        saving_note(notebook, "tau again", words.row("tau")),
+        saving_note(notebook, "phi", words.row("phi")),
+    )
+    recorder_of(notebook).commit_batch([landed, refused, also_landed])
+    assert isinstance(refused.error, CompanionRefused)
+    assert isinstance(refused.error.__cause__, psycopg.errors.UniqueViolation)
+    assert (landed.rows, also_landed.rows) == ([[("UPSILON",)]], [[("PHI",)]])
+    assert stored_words(notebook) == ["phi", "tau", "upsilon"]
+    assert notebook.recorder.select_events(refused.events[0].originator_id) == []

@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import psycopg
+import pytest
 from litestar.testing import TestClient
 
 from interface.idempotency.keys import fingerprint
@@ -142,3 +143,21 @@ def test_a_request_that_saves_nothing_claims_its_key_as_it_answers(
     assert refused.status_code == 404, refused.text  # judged against what is recorded: kept for the key
     assert stored_key(database_url, key) == ("done", 404, refused.content)
     assert post_buy(client, broker, key, body).content == refused.content
+
+
+def test_the_claims_riding_with_a_batch_go_as_one_call_that_answers_each_by_its_position_or_refuses_all(
+    client: TestClient, database_url: str
+) -> None:
+    store = client.app.state.runtime.idempotency
+    keys = [f"batched-{n}-{uuid.uuid4().hex}" for n in range(3)]
+    claims = [store.claim_with_save("demo", key, b"fingerprint") for key in reversed(keys)]
+    statement, arrays = claims[0].statement, claims[0].arrays
+    with psycopg.connect(database_url) as conn:
+        answered = conn.execute(statement, arrays([claim.row for claim in claims]), binary=True).fetchall()
+        created = dict(conn.execute("SELECT key, created FROM api.idempotency_keys").fetchall())
+    assert sorted(answered) == sorted((n, created[claim.row[1]]) for n, claim in enumerate(claims, 1))
+    held, free = keys[1], f"free-{uuid.uuid4().hex}"
+    again = [store.claim_with_save("demo", key, b"fingerprint").row for key in (free, held)]
+    with psycopg.connect(database_url) as conn, pytest.raises(psycopg.errors.UniqueViolation, match=held):
+        conn.execute(statement, arrays(again), binary=True)
+    assert stored_key(database_url, free) is None  # refused together: nothing claimed

@@ -201,6 +201,13 @@ def test_period_keys_are_the_utc_day_and_month() -> None:
     assert period_key("monthly", at) == "2026-01"
 
 
+@given(st.datetimes(min_value=datetime(1000, 1, 1), timezones=st.just(UTC)))  # noqa: DTZ001 (naive bounds)
+def test_period_keys_are_the_keys_strftime_wrote_for_every_instant(at: datetime) -> None:
+    # windows stored before keys were built from the ISO date keep their ids: the same keys, every instant
+    assert period_key("daily", at) == at.strftime("%Y-%m-%d")
+    assert period_key("monthly", at) == at.strftime("%Y-%m")
+
+
 def test_window_ids_differ_per_customer_direction_and_period() -> None:
     ids = {
         LimitWindow.create_id("partner-a", "CUST1", "buy", "2026-11-21"),

@@ -34,7 +34,9 @@ What the projections and the use cases rely on is kept:
 - Companions (`write_along`, `application.store.group_commit.save_queue`): statements on another table, from
   an event loop, ride in the next batch's transaction, with its events or alone (then without the table's lock
   and NOTIFY), and their waiter gets each statement's rows after COMMIT. The interface's Idempotency-Key
-  claims and answers go this way, so they need no transaction, commit and round trip of their own. A companion
+  claims and answers go this way, so they need no transaction, commit and round trip of their own; the claims
+  riding with the saves of a batch go as one statement (`BatchedRow`, `application.store.group_commit.
+  riding`). A companion
   the database refuses fails alone (under a savepoint, as a refused save, with psycopg's error); after a
   connection fault it fails, since it cannot be read back (it may have committed).
 - The batch's arrays are built in PostgreSQL's binary format in one pass (`application.store.binary_arrays`).
@@ -63,7 +65,8 @@ What a fault does:
 
 Its modules: `recorder` (`GroupCommitRecorder`: the queue's side and the committer thread), `batches` (how a
 batch is written), `save_queue` (what waits for the committer), `types` (`PendingSave`, a leaf),
-`append_function` (the one statement under the lock), `commit_watch` (each batch's deadline, and whether the
+`append_function` (the one statement under the lock), `riding` (the statements riding with the batch),
+`commit_watch` (each batch's deadline, and whether the
 committer commits), `read_back` (a batch after a lost connection). What a request hands over, its writes and
 the statements riding with them, is `application.store.request_writes`, which imports nothing of this room.
 """

@@ -30,8 +30,9 @@ from psycopg.rows import DictRow, tuple_row
 
 from application.store.binary_arrays import ByteaArray, Int8Array, TextArray, UUIDArray
 from application.store.group_commit.append_function import AppendFunction
+from application.store.group_commit.riding import sent
 from application.store.group_commit.types import PendingSave
-from application.store.request_writes import CompanionRefused, Statement
+from application.store.request_writes import CompanionRefused
 
 GROUP_COMMIT_ONE_BY_ONE = Counter(
     "broker_ledger_group_commit_one_by_one",
@@ -140,7 +141,8 @@ class BatchWriting:
 
     def _write_together(self, conn: Connection[DictRow], batch: list[PendingSave]) -> tuple[list[int], bool]:
         """One round trip, pipelined: BEGIN, the statements riding with the batch (the saves' own and the
-        companions'), then the append (`application.store.group_commit.append_function`: the table's lock,
+        companions', a `BatchedRow` statement once for all its rows: `application.store.group_commit.riding`),
+        then the append (`application.store.group_commit.append_function`: the table's lock,
         NOTIFY, the events and the partners' write positions in one statement) and COMMIT, so that under the
         lock the server waits for nothing but the COMMIT message (a batch of companions alone takes no lock
         and sends no NOTIFY). The notification ids, and whether the write positions were kept with them; each
@@ -159,7 +161,7 @@ class BatchWriting:
                 with conn.pipeline():  # left, never synced (see the module docstring)
                     control.execute(BEGIN)
                     self._set_timeouts(control)
-                    cursors = [_sent(conn, save.statements) for save in companions]
+                    readers = sent(conn, [save.statements for save in companions])
                     if columns[0]:
                         append.execute(self.append.call, (*columns, partners), prepare=True, binary=True)
                     control.execute(COMMIT)
@@ -170,7 +172,7 @@ class BatchWriting:
                     ids, granted = append.fetchone()
                     EVENTS_LOCK_HELD.observe(max(released.fetchone()[0] - granted, 0.0))
                     GROUP_COMMIT_EVENTS.inc(len(columns[0]))
-                rows = [[cursor.fetchall() for cursor in sent] for sent in cursors]
+                rows = [[reader.fetchall() for reader in of_save] for of_save in readers]
         except BaseException:
             if conn.info.transaction_status != TransactionStatus.IDLE:
                 conn.rollback()
@@ -249,13 +251,13 @@ class BatchWriting:
         companion's statements (their rows put on the save). Statements refused with events raise
         `CompanionRefused`, which rolls the save's savepoint back, events and all."""
         if not save.events:
-            save.rows = [cursor.fetchall() for cursor in _sent(conn, save.statements)]
+            save.rows = [reader.fetchall() for reader in sent(conn, [save.statements])[0]]
             return []
         curs.execute(self.insert_keyed_statement, _columns(save.events), prepare=True, binary=True)
         ids = [row["notification_id"] for row in curs.fetchall()]
         if save.statements:
             try:
-                save.rows = [cursor.fetchall() for cursor in _sent(conn, save.statements)]
+                save.rows = [reader.fetchall() for reader in sent(conn, [save.statements])[0]]
             except SAVE_ERRORS as refused:
                 raise CompanionRefused(str(refused)) from refused
         return ids
@@ -286,17 +288,6 @@ class BatchWriting:
         words = conn.info.options.replace("-c", " ").split()
         settings = {word for word in words if word.startswith(("lock_timeout=", "statement_timeout="))}
         return settings == self.timeouts_on_connect
-
-
-def _sent(conn: Connection[Any], statements: Sequence[Statement]) -> list[Any]:
-    """Executes a companion's statements, each on a cursor of its own (rows as tuples), and returns the
-    cursors: in a pipeline their rows are there once it is left."""
-    cursors = []
-    for statement, parameters in statements:
-        cursor = conn.cursor(row_factory=tuple_row)
-        cursor.execute(statement, parameters, prepare=True, binary=True)
-        cursors.append(cursor)
-    return cursors
 
 
 def _as_library_error(error: Exception) -> PersistenceError:

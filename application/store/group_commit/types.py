@@ -7,7 +7,7 @@ then needs no transaction, commit and round trip of its own. Its waiter, on an e
 statement returned, or its error.
 
 A leaf of the package: it imports nothing of it, only the request's writes it serves
-(`application.store.request_writes`: `RequestWrites`, `Statement`, `Rows`).
+(`application.store.request_writes`: `RequestWrites`, `Statement`, `BatchedRow`, `Rows`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from eventsourcing.persistence import StoredEvent
 
-from application.store.request_writes import RequestWrites, Rows, Statement
+from application.store.request_writes import RequestWrites, Riding, Rows
 
 
 class PendingSave:
@@ -44,7 +44,7 @@ class PendingSave:
         self,
         events: Sequence[StoredEvent],
         unit: RequestWrites | None = None,
-        statements: Sequence[Statement] = (),
+        statements: Sequence[Riding] = (),
         on_done: Callable[[PendingSave], None] | None = None,
     ) -> None:
         self.events = events
