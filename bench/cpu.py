@@ -11,8 +11,8 @@ The benchmark's own instruments are a part of their own (`INSTRUMENTS`: the benc
 threads sample the projections' lag and the server's waits during a run, and those samplers' PostgreSQL
 backends), and `SERVED` is the machine less them: what serving the load cost, wrk included. Polling every
 5 and 10 ms, the samplers took about 0.3 CPU seconds a second on this 2-core machine (measured alone, on
-2026-12-02), a sixth of it: charged to the buys, they made a buy look about a millisecond dearer than it is,
-against a floor measured without them.
+2026-12-02), a sixth of it; under load they get less (0.3-0.5 ms per buy at 64 connections), and charged
+to the buys they made a buy look that much dearer than it was, against a floor measured without them.
 """
 
 from __future__ import annotations

@@ -36,8 +36,11 @@ What it does, in order:
    ReadModels (the read models that GET endpoints serve) during the run with the most connections.
    CPU seconds of the API workers, of a separate projections process (and its runners) and of PostgreSQL
    (bench/cpu.py), from wrk's start until the projections caught up, are divided by the buys stored: CPU ms
-   per buy. The serial point (bench/serial_point.py), during wrk's run: the group committer's commits, the
-   time each held the events table's lock and the events it wrote (the API's /metrics before and after),
+   per buy. The benchmark's own process (its samplers' threads) and its samplers' PostgreSQL backends are a
+   part of their own, the instruments, and the machine's CPU per buy that the summary judges is the
+   machine's less the instruments; both are printed. The floor runs under the same samplers (step 7).
+   The serial point (bench/serial_point.py), during wrk's run: the group committer's commits, the time
+   each held the events table's lock and the events it wrote (the API's /metrics before and after),
    and what the service's connections waited for (pg_stat_activity and pg_locks sampled every 10 ms); from
    those, the buys per second the lock allows (buys per commit / time held per commit), beside the buys.
 5. After the runs: VmRSS of each uvicorn worker (children of the server process, /proc/<pid>/status).
@@ -52,7 +55,9 @@ What it does, in order:
    all of that and much more, so buys/s cannot pass this figure on the same machine. The floor app is up
    from the start, and runs just before and just after the buys at each connection count (step 3): the
    two runs together are the reference of that count, so a drift of the shared machine's speed in the
-   minutes of a benchmark (seen: 30-50 %) moves the buys and their reference alike.
+   minutes of a benchmark (seen: 30-50 %) moves the buys and their reference alike. The lag and wait
+   samplers of step 4 run during the floor's runs too (idle, sampling what does not move): they take a
+   tenth of a core or more, which the buys had shared with them and the floor had not.
 
 With `--workers 2,8,14` the whole benchmark runs once per worker count (each on a fresh database, with its
 own floor and ceiling), and a scaling table follows: buys/s, the floor, the share, CPU per buy, ReadModels'
@@ -242,10 +247,10 @@ def measure_ledger(
         tables = tracking_tables(url, len(PROJECTIONS))
         warm_up(server, url, token, args)
         for connections in args.connections:
-            results.floor.append(floor_run(floor, url, connections, args, "before"))
+            results.floor.append(floor_run(floor, url, connections, args, "before", tables=tables))
             results.runs.append(load_run(server, url, token, tables, connections, args, cpu_parts))
             results.record_incidents(f"run at {connections} connections", server.incidents())
-            results.floor.append(floor_run(floor, url, connections, args, "after"))
+            results.floor.append(floor_run(floor, url, connections, args, "after", tables=tables))
         results.rss_mb = {pid: rss_mb(pid) for pid in server.worker_pids()}
         note("stopping the server")
     if results.worker_restarts or any(results.incidents.values()):
@@ -415,19 +420,31 @@ def floor_run(
     args: argparse.Namespace,
     phase: str,
     cpu_parts: dict[str, Callable[[], list[int]]] | None = None,
+    tables: list[str] | None = None,
 ) -> FloorRun:
     """One run of the floor: one event saved per request, nothing else; CPU of its workers, of PostgreSQL and
-    of the machine, and of `cpu_parts` when given."""
+    of the machine, and of `cpu_parts` when given. With the projections' tracking `tables`, the buys'
+    samplers run all along (idle, they sample what does not move), so that the floor and the buys share
+    the machine with the same instruments: these take a core's tenth or more at 2 cores."""
     note(f"wrk: floor, {connections} connections, {args.seconds} s ({phase} the buys)")
     as_in_service(url)
     stored_before = scalar(url, COUNT_FLOOR_EVENTS)
-    parts = {"floor workers": floor.worker_pids, **(cpu_parts or {}), INSTRUMENTS: lambda: [os.getpid()]}
+    samplers = [LagSampler(url, tables).start(), WaitSampler(url).start()] if tables is not None else []
+    backends = [pid for sampler in samplers for pid in sampler.backend_pids()]
+    parts = {
+        "floor workers": floor.worker_pids,
+        **(cpu_parts or {}),
+        INSTRUMENTS: lambda: [os.getpid(), *backends],
+    }
     cpu = CpuMeter(parts).start()
     script_args = [CUSTOMER_PREFIX, str(args.customers), f"floor-c{connections}-{phase}", FIAT_VALUE]
     wrk = run_wrk(
         f"{floor.base_url}/brokerbuy", "none", args.seconds, connections, [*script_args, CUSTOMER_ADDRESS]
     )
-    return FloorRun(wrk, scalar(url, COUNT_FLOOR_EVENTS) - stored_before, cpu.stop(), phase)
+    cpu_seconds = cpu.stop()
+    for sampler in samplers:
+        sampler.stop()
+    return FloorRun(wrk, scalar(url, COUNT_FLOOR_EVENTS) - stored_before, cpu_seconds, phase)
 
 
 if __name__ == "__main__":
