@@ -148,7 +148,8 @@ CLAIMED_UNLESS_HELD = (
 CLAIM_MANY = (
     "INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)"
     " SELECT c.partner, c.key, c.fingerprint, 'running', now() + make_interval(secs => %s)"
-    " FROM unnest(%s::text[], %s::text[], %s::bytea[]) AS c (partner, key, fingerprint)" + CLAIMED_UNLESS_HELD
+    " FROM unnest(%s::text[], %s::text[], %s::bytea[]) AS c (partner, key, fingerprint)"
+    " ORDER BY c.partner, c.key" + CLAIMED_UNLESS_HELD
 )
 CLAIM_ONE = (
     "INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)"
@@ -183,16 +184,11 @@ FINISH_ONE = (
 )
 # Claims that must not fail quietly: each rides with a request's first save (`claim_with_save`), whose events
 # are written only if the key is the request's, and the claims of the saves of one group commit go as one
-# call (`BatchedRow`). Claimed by the rules above (in one order of the keys, as `_claim_statement` sorts
-# them), each claim answered by its position among the arguments; or, if any key is held, refused with
+# call (`BatchedRow`). Claimed by the rules above (CLAIM_MANY itself, on the function's arguments), each
+# claim answered by its position among the arguments; or, if any key is held, refused with
 # unique_violation: the batch is then written save by save, its claims one by one, and that refusal fails
 # the one save holding a held key alone.
-CLAIMS_IN_ORDER = (
-    "INSERT INTO {t} AS t (partner, key, fingerprint, state, lease_until)"
-    " SELECT c.partner, c.key, c.fingerprint, 'running', now() + make_interval(secs => lease_seconds)"
-    " FROM unnest(claim_partners, claim_keys, claim_fingerprints) AS c (partner, key, fingerprint)"
-    " ORDER BY c.partner, c.key" + CLAIMED_UNLESS_HELD % ("keep_hours",)
-)
+CLAIM_ARGUMENTS = ("lease_seconds", "claim_partners", "claim_keys", "claim_fingerprints", "keep_hours")
 CLAIMS_OR_RAISE = (
     """
 CREATE OR REPLACE FUNCTION {f}(
@@ -204,7 +200,7 @@ DECLARE
     held record;
 BEGIN
     RETURN QUERY WITH claim AS ("""
-    + CLAIMS_IN_ORDER
+    + CLAIM_MANY % CLAIM_ARGUMENTS
     + """)
     SELECT c.n, claim.created FROM claim
     JOIN unnest(claim_partners, claim_keys) WITH ORDINALITY AS c (partner, key, n) USING (partner, key);
@@ -336,13 +332,13 @@ class IdempotencyStore:
         return [(owned.get((p, k)), held.get((p, k))) for p, k, _ in claims]
 
     def _claim_statement(self, claims: list[tuple[str, str, bytes]]) -> tuple[str, tuple]:
-        """The claim of these keys, in one order (partner, key): two batches claiming some of the same keys
-        lock their rows in the same order, so neither can deadlock the other."""
+        """The claim of these keys; CLAIM_MANY claims them in one order (partner, key): two batches claiming
+        some of the same keys lock their rows in the same order, so neither can deadlock the other."""
         if len(claims) == 1:
             [(partner, key, fingerprint)] = claims
             return self._claim_one, (partner, key, fingerprint, LEASE_SECONDS, KEEP_HOURS)
         # binary parameters: arrays in text are escaped item by item, in Python
-        partners, keys, fingerprints = columns(sorted(claims), TextArray, TextArray, ByteaArray)
+        partners, keys, fingerprints = columns(claims, TextArray, TextArray, ByteaArray)
         return self._claim_many, (LEASE_SECONDS, partners, keys, fingerprints, KEEP_HOURS)
 
     def _held_statement(self, claims: list[tuple[str, str, bytes]]) -> tuple[str, tuple]:
