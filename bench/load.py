@@ -94,6 +94,7 @@ from bench.load_support import (
     CUSTOMER_ADDRESS,
     ROOT,
     VENV_BIN,
+    Poller,
     Process,
     WrkResult,
     as_in_service,
@@ -302,8 +303,7 @@ def load_run(
     sampler = LagSampler(url, tables).start()
     waits = WaitSampler(url).start()
     counters = commit_counters(server.base_url)
-    instruments = {INSTRUMENTS: lambda: [os.getpid(), *sampler.backend_pids(), *waits.backend_pids()]}
-    cpu = CpuMeter({**cpu_parts, **instruments}).start()
+    cpu = CpuMeter({**cpu_parts, **instruments(sampler, waits)}).start()
     profiler = None
     if getattr(args, "profile", False) and connections == max(args.connections):
         profiler = Profiler(
@@ -413,6 +413,13 @@ def floor_server(args: argparse.Namespace, url: str, directory: Path) -> Iterato
         yield floor
 
 
+def instruments(*samplers: Poller) -> dict[str, Callable[[], list[int]]]:
+    """The CPU meter's part of the benchmark's instruments: this process and the samplers' backends."""
+    return {
+        INSTRUMENTS: lambda: [os.getpid(), *(pid for sampler in samplers for pid in sampler.backend_pids())]
+    }
+
+
 def floor_run(
     floor: Process,
     url: str,
@@ -430,13 +437,9 @@ def floor_run(
     as_in_service(url)
     stored_before = scalar(url, COUNT_FLOOR_EVENTS)
     samplers = [LagSampler(url, tables).start(), WaitSampler(url).start()] if tables is not None else []
-    backends = [pid for sampler in samplers for pid in sampler.backend_pids()]
-    parts = {
-        "floor workers": floor.worker_pids,
-        **(cpu_parts or {}),
-        INSTRUMENTS: lambda: [os.getpid(), *backends],
-    }
-    cpu = CpuMeter(parts).start()
+    cpu = CpuMeter(
+        {"floor workers": floor.worker_pids, **(cpu_parts or {}), **instruments(*samplers)}
+    ).start()
     script_args = [CUSTOMER_PREFIX, str(args.customers), f"floor-c{connections}-{phase}", FIAT_VALUE]
     wrk = run_wrk(
         f"{floor.base_url}/brokerbuy", "none", args.seconds, connections, [*script_args, CUSTOMER_ADDRESS]
